@@ -1,0 +1,229 @@
+"""Episode store throughput: appends vs np.save+fsync, and random window reads.
+
+    .venv/bin/python bench/store_bench.py [--frames N] [--resolution 96] [--no-variants]
+
+Frames look like PushT renders (white board, static green goal T, a grey T block and a blue
+agent disc that move, anti-aliased edges) plus a sparse +-2 pixel noise, like a learned
+decoder's output; the mix compresses about 6x with zstd. Prints ONE JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from factory.store import EpisodeMeta, EpisodeStore, KeySpec, StoreSchema
+
+
+def _t_mask(xx: np.ndarray, yy: np.ndarray, cx: float, cy: float, ang: float, s: float) -> Any:
+    """Boolean mask of a T shape centred at (cx, cy), rotated by ``ang``, scale ``s`` px."""
+    c, n = np.cos(ang), np.sin(ang)
+    u = (xx - cx) * c + (yy - cy) * n
+    v = -(xx - cx) * n + (yy - cy) * c
+    bar = (np.abs(u) < 2.0 * s) & (np.abs(v + 1.5 * s) < 0.5 * s)
+    stem = (np.abs(u) < 0.5 * s) & (v > -1.0 * s) & (v < 2.0 * s)
+    return bar | stem
+
+
+def pusht_like_frames(n: int, res: int, rng: np.random.Generator, noise: float = 0.25) -> Any:
+    """(n, res, res, 3) uint8 frames: PushT-like scene, 2x supersampled, sparse noise."""
+    ss = 2 * res
+    yy, xx = np.mgrid[0:ss, 0:ss].astype(np.float32) + 0.5
+    s = ss / 16.0
+    goal = _t_mask(xx, yy, ss / 2, ss / 2, np.pi / 4, s)
+    agent = rng.uniform(0.2, 0.8, 2) * ss
+    block = np.array([*(rng.uniform(0.3, 0.7, 2) * ss), rng.uniform(0, 2 * np.pi)])
+    out = np.empty((n, res, res, 3), dtype=np.uint8)
+    for i in range(n):
+        agent = np.clip(agent + rng.normal(0, ss / 60, 2), s, ss - s)
+        block = block + np.array([*rng.normal(0, ss / 300, 2), rng.normal(0, 0.02)])
+        img = np.full((ss, ss, 3), 255.0, dtype=np.float32)
+        img[goal] = (144, 238, 144)
+        img[_t_mask(xx, yy, block[0], block[1], block[2], s)] = (119, 136, 153)
+        img[(xx - agent[0]) ** 2 + (yy - agent[1]) ** 2 < (0.9 * s) ** 2] = (65, 105, 225)
+        out[i] = img.reshape(res, 2, res, 2, 3).mean(axis=(1, 3)).round().astype(np.uint8)
+    if noise > 0:
+        jitter = rng.integers(-2, 3, size=out.shape, dtype=np.int16)
+        jitter *= rng.random(out.shape[:3], dtype=np.float32)[..., None] < noise
+        out = np.clip(out.astype(np.int16) + jitter, 0, 255).astype(np.uint8)
+    return out
+
+
+def make_episodes(frames: int, res: int, ep_len: int, seed: int) -> list[dict[str, np.ndarray]]:
+    rng = np.random.default_rng(seed)
+    eps = []
+    left = frames
+    while left > 0:
+        t = min(ep_len, left)
+        eps.append(
+            {
+                "image": pusht_like_frames(t, res, rng),
+                "action": rng.uniform(0, 512, (t, 2)).astype(np.float32),
+                "state": rng.uniform(0, 512, (t, 2)).astype(np.float32),
+            }
+        )
+        left -= t
+    return eps
+
+
+def write_npsave(eps: list[dict[str, np.ndarray]], root: Path, keys: tuple[str, ...] = ()) -> float:
+    """Seconds to np.save every key (or ``keys``) of every episode to its own file, with fsync."""
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
+    t0 = time.perf_counter()
+    for i, ep in enumerate(eps):
+        for key, arr in ep.items():
+            if keys and key not in keys:
+                continue
+            with open(root / f"{i:05d}_{key}.npy", "wb") as f:
+                np.save(f, arr)
+                f.flush()
+                os.fsync(f.fileno())
+    return time.perf_counter() - t0
+
+
+def write_store(
+    eps: list[dict[str, np.ndarray]], root: Path, schema: StoreSchema, **kw: Any
+) -> float:
+    """Seconds to create a store and append every episode (close included)."""
+    shutil.rmtree(root, ignore_errors=True)
+    meta = EpisodeMeta(source="world_model", generator="bench", seed=0)
+    t0 = time.perf_counter()
+    with EpisodeStore.create(root, schema, fps=10.0, action_meaning="xy", **kw) as st:
+        for ep in eps:
+            st.append_episode(ep, meta)
+    return time.perf_counter() - t0
+
+
+def dir_bytes(root: Path) -> int:
+    return sum(f.stat().st_size for f in root.rglob("*") if f.is_file())
+
+
+def windows_per_s(root: Path, batch: int, budget_s: float = 1.5) -> float:
+    rng = np.random.default_rng(0)
+    with EpisodeStore.open(root) as st:
+        st.sample_windows(batch, 16, rng)  # warm up
+        n, t0 = 0, time.perf_counter()
+        while time.perf_counter() - t0 < budget_s:
+            st.sample_windows(batch, 16, rng)
+            n += batch
+        return n / (time.perf_counter() - t0)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--frames", type=int, default=6000)
+    ap.add_argument("--resolution", type=int, default=96)
+    ap.add_argument("--episode-len", type=int, default=100)
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--dir", type=Path, default=None, help="scratch dir (default: a temp dir)")
+    ap.add_argument("--no-variants", action="store_true", help="skip codec/shard variants")
+    args = ap.parse_args()
+    res = args.resolution
+    scratch = Path(tempfile.mkdtemp(prefix="store_bench_", dir=args.dir))
+    schema = StoreSchema(
+        {
+            "image": KeySpec((res, res, 3), "uint8"),
+            "action": KeySpec((2,), "float32"),
+            "state": KeySpec((2,), "float32"),
+        }
+    )
+    try:
+        t0 = time.perf_counter()
+        eps = make_episodes(args.frames, res, args.episode_len, seed=0)
+        gen_s = time.perf_counter() - t0
+        n_frames = sum(len(e["action"]) for e in eps)
+        raw_mb = sum(a.nbytes for e in eps for a in e.values()) / 1e6
+        store_dir, np_dir = scratch / "store", scratch / "npy"
+        np_times, np_img_times, store_times = [], [], []
+        for _ in range(args.reps):  # interleaved, so all see the same machine load
+            np_times.append(write_npsave(eps, np_dir))
+            np_img_times.append(write_npsave(eps, np_dir, keys=("image",)))
+            store_times.append(write_store(eps, store_dir, schema))
+        np_s, store_s = statistics.median(np_times), statistics.median(store_times)
+        np_img_s = statistics.median(np_img_times)
+        image_mb = sum(e["image"].nbytes for e in eps) / 1e6
+        image_disk = dir_bytes(store_dir / "data" / "image") / 1e6
+        result: dict[str, Any] = {
+            "frames": n_frames,
+            "resolution": res,
+            "episode_len": args.episode_len,
+            "episodes": len(eps),
+            "raw_mb": round(raw_mb, 2),
+            "gen_s": round(gen_s, 2),
+            "store": {
+                "compression": "zstd",
+                "chunk_frames": 16,
+                "write_s": round(store_s, 3),
+                "write_frames_per_s": round(n_frames / store_s),
+                "write_mb_per_s": round(raw_mb / store_s, 1),
+                "image_compression_ratio": round(image_mb / image_disk, 2),
+                "disk_mb": round(dir_bytes(store_dir) / 1e6, 2),
+            },
+            "np_save_fsync": {
+                "write_s": round(np_s, 3),
+                "write_frames_per_s": round(n_frames / np_s),
+                "write_mb_per_s": round(raw_mb / np_s, 1),
+                "files_per_episode": 3,
+                "image_only_write_frames_per_s": round(n_frames / np_img_s),
+            },
+            "write_ratio": round(np_s / store_s, 3),
+            "write_ratio_vs_image_only_np_save": round(np_img_s / store_s, 3),
+            "write_s_all_reps": {
+                "store": [round(t, 3) for t in store_times],
+                "np_save": [round(t, 3) for t in np_times],
+            },
+            "read_windows16_per_s": {
+                "batch1": round(windows_per_s(store_dir, 1)),
+                "batch32": round(windows_per_s(store_dir, 32)),
+            },
+        }
+        if not args.no_variants:
+            result["variants"] = run_variants(eps, scratch, schema, raw_mb, n_frames, np_s)
+        print(json.dumps(result))
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def run_variants(
+    eps: list[dict[str, np.ndarray]],
+    scratch: Path,
+    schema: StoreSchema,
+    raw_mb: float,
+    n_frames: int,
+    np_s: float,
+) -> dict[str, Any]:
+    """Other codecs and sharding, same frames: write speed, size, window reads."""
+    variants: dict[str, dict[str, Any]] = {
+        "blosc-zstd": {"compression": "blosc-zstd"},
+        "lz4": {"compression": "lz4"},
+        "none": {"compression": "none"},
+        "zstd_chunk32": {"chunk_frames": 32},
+        "zstd_shard128": {"shard_frames": 128},
+    }
+    out = {}
+    for name, kw in variants.items():
+        root = scratch / name
+        t = statistics.median(write_store(eps, root, schema, **kw) for _ in range(2))
+        out[name] = {
+            "write_frames_per_s": round(n_frames / t),
+            "write_ratio": round(np_s / t, 3),
+            "disk_mb": round(dir_bytes(root) / 1e6, 2),
+            "files": sum(1 for f in root.rglob("*") if f.is_file()),
+            "read_windows16_batch32_per_s": round(windows_per_s(root, 32, budget_s=1.0)),
+        }
+        shutil.rmtree(root, ignore_errors=True)
+    return out
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,31 @@
+"""Ground-truth env backends of the ``World`` interface, by name."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from factory.errors import FactoryError
+from factory.world import World
+
+
+def _make_pusht(batch_size: int, resolution: int) -> World:
+    from factory.envs.pusht import PushTWorld
+
+    return PushTWorld(batch_size=batch_size, resolution=resolution)
+
+
+WORLDS: dict[str, Callable[[int, int], World]] = {
+    "pusht": _make_pusht,
+}
+"""Registry: world name -> factory(batch_size, resolution)."""
+
+
+def make_world(name: str, batch_size: int = 1, resolution: int = 96) -> World:
+    """A ground-truth world by name; an unknown name raises :class:`FactoryError`."""
+    factory = WORLDS.get(name)
+    if factory is None:
+        raise FactoryError(f"unknown env {name!r}; valid envs: {', '.join(sorted(WORLDS))}")
+    return factory(batch_size, resolution)
+
+
+__all__ = ["WORLDS", "make_world"]

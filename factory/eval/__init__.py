@@ -1,0 +1,1 @@
+"""Evaluation: frame and task fidelity of the world model, and policy-ranking agreement."""

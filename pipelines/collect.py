@@ -1,0 +1,232 @@
+"""Collect episodes in a ground-truth env with a scripted generator, into one store.
+
+Episode ``i`` uses seed ``seed + i``. With ``append``, episodes whose generator and seed
+are already in the store are skipped, so rerunning an interrupted command resumes it.
+With ``workers > 1`` several env processes feed the single writer (this process).
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing as mp
+from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from factory.envs import make_world
+from factory.errors import FactoryError
+from factory.store import EpisodeStore, KeySpec, StoreSchema
+from factory.world import WorldSpec
+from recorders.generators import make_generator
+from recorders.rollout import EpisodeResult, run_episode
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class CollectConfig:
+    """What ``factory collect`` does."""
+
+    out: Path
+    env: str = "pusht"
+    generator: str = "play"
+    episodes: int = 10
+    seed: int = 0
+    steps: int = 200
+    resolution: int = 96
+    workers: int = 1
+    append: bool = False
+    source: Path | None = None
+    stop_on_success: bool | None = None
+    generator_params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class EpisodeJob:
+    """One episode for a worker: ``config`` (C,) overrides the seeded reset (replay)."""
+
+    seed: int
+    generator_params: dict[str, Any]
+    config: np.ndarray | None = None
+
+
+def store_schema(spec: WorldSpec) -> StoreSchema:
+    """The episode-store schema that a world's episodes are recorded with."""
+    return StoreSchema(
+        keys={
+            "image": KeySpec(shape=spec.image_shape, dtype="uint8"),
+            "action": KeySpec(shape=(spec.action_dim,), dtype="float32"),
+            "state": KeySpec(shape=(spec.state_dim,), dtype="float32"),
+            "gt_state": KeySpec(shape=(len(spec.task_state_names),), dtype="float32"),
+        }
+    )
+
+
+def store_attrs(spec: WorldSpec, resolution: int) -> dict[str, Any]:
+    """Store attributes that an ``--append`` must match."""
+    return {"env": spec.name, "resolution": resolution}
+
+
+def open_output(
+    out: Path, spec: WorldSpec, resolution: int, append: bool
+) -> EpisodeStore:
+    """Create ``out``, or (with ``append``) reopen and check it fits this world."""
+    schema = store_schema(spec)
+    attrs = store_attrs(spec, resolution)
+    if out.exists():
+        if not append:
+            raise FactoryError(f"{out} already exists; pass --append to add to it")
+        store = EpisodeStore.open(out, mode="a")
+        try:
+            store.check_compatible(schema, attrs)
+        except Exception:
+            store.close()
+            raise
+        return store
+    return EpisodeStore.create(
+        out,
+        schema,
+        fps=spec.fps,
+        action_meaning=spec.action_meaning,
+        attrs={**attrs, "task": spec.task, "state_names": ["agent_x", "agent_y"],
+               "gt_state_names": list(spec.task_state_names)},
+    )
+
+
+def plan_jobs(cfg: CollectConfig, store: EpisodeStore) -> list[EpisodeJob]:
+    """The episodes still to record: seeds ``seed .. seed+N-1`` not yet in the store."""
+    done = {(m.generator, m.seed) for m in store.all_meta()}
+    replay = _replay_sources(cfg) if cfg.generator == "replay" else None
+    jobs = []
+    for i in range(cfg.episodes):
+        seed = cfg.seed + i
+        if (cfg.generator, seed) in done:
+            continue
+        params = dict(cfg.generator_params)
+        config = None
+        if replay is not None:
+            actions, config = replay[i % len(replay)]
+            params["actions"] = actions
+            params["config"] = config
+        jobs.append(EpisodeJob(seed=seed, generator_params=params, config=config))
+    return jobs
+
+
+def _replay_sources(cfg: CollectConfig) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(actions (T, A), initial config (C,)) of every episode of the ``--source`` store."""
+    if cfg.source is None:
+        raise FactoryError("--generator replay needs --source STORE (the episodes to replay)")
+    with EpisodeStore.open(cfg.source, mode="r") as src:
+        if "gt_state" not in src.schema.keys:
+            raise FactoryError(f"{cfg.source} has no data/gt_state, so it cannot be replayed")
+        out = []
+        for ep in src:
+            config = np.concatenate([ep["state"][0], ep["gt_state"][0]]).astype(np.float64)
+            out.append((np.asarray(ep["action"], np.float32), config))
+    if not out:
+        raise FactoryError(f"{cfg.source} holds no episodes to replay")
+    return out
+
+
+def _worker_run(cfg: CollectConfig, job: EpisodeJob) -> EpisodeResult:
+    world = _worker_world(cfg.env, cfg.resolution)
+    generator = make_generator(cfg.generator, **job.generator_params)
+    stop = cfg.stop_on_success if cfg.stop_on_success is not None else cfg.generator == "expert"
+    steps = len(job.generator_params["actions"]) if cfg.generator == "replay" else cfg.steps
+    return run_episode(
+        world, generator, job.seed, steps, source="real", stop_on_success=stop, config=job.config
+    )
+
+
+_WORLDS: dict[tuple[str, int], Any] = {}
+
+
+def _worker_world(env: str, resolution: int) -> Any:
+    """One env per process, reused across episodes."""
+    key = (env, resolution)
+    if key not in _WORLDS:
+        _WORLDS[key] = make_world(env, batch_size=1, resolution=resolution)
+    return _WORLDS[key]
+
+
+def _results(cfg: CollectConfig, jobs: list[EpisodeJob]) -> Iterator[EpisodeResult]:
+    if cfg.workers <= 1:
+        for job in jobs:
+            yield _worker_run(cfg, job)
+        return
+    ctx = mp.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=cfg.workers, mp_context=ctx) as pool:
+        yield from pool.map(_worker_run, [cfg] * len(jobs), jobs)
+
+
+@dataclass
+class CollectPlan:
+    """An opened output store and the episodes still to record in it."""
+
+    cfg: CollectConfig
+    store: EpisodeStore
+    jobs: list[EpisodeJob]
+
+    @property
+    def skipped(self) -> int:
+        return self.cfg.episodes - len(self.jobs)
+
+
+def prepare_collect(cfg: CollectConfig) -> CollectPlan:
+    """Validate everything and open the output, before any episode runs.
+
+    All bad input (unknown env or generator, N <= 0, an existing output without
+    ``append``, another schema, a locked store, a missing replay source) raises here.
+    """
+    if cfg.workers < 1:
+        raise FactoryError(f"--workers must be >= 1, got {cfg.workers}")
+    if cfg.episodes <= 0:
+        raise FactoryError(f"--episodes must be positive, got {cfg.episodes}")
+    make_generator(cfg.generator, **_probe_params(cfg))  # fail fast on an unknown generator
+    spec = _worker_world(cfg.env, cfg.resolution).spec
+    store = open_output(cfg.out, spec, cfg.resolution, cfg.append)
+    try:
+        jobs = plan_jobs(cfg, store)
+    except Exception:
+        store.close()
+        raise
+    return CollectPlan(cfg=cfg, store=store, jobs=jobs)
+
+
+def execute_collect(
+    plan: CollectPlan, on_episode: Callable[[int, int, EpisodeResult], None] | None = None
+) -> dict[str, Any]:
+    """Record the planned episodes; every finished episode is committed at once.
+
+    ``on_episode(done, total, result)`` is called after each commit. Closes the store and
+    returns a summary.
+    """
+    with plan.store as store:
+        frames = successes = 0
+        for n, result in enumerate(_results(plan.cfg, plan.jobs), start=1):
+            store.append_episode(result.data, result.meta)
+            frames += len(result.data["action"])
+            successes += bool(result.meta.success)
+            if on_episode is not None:
+                on_episode(n, len(plan.jobs), result)
+        summary = store.summary()
+    return {"recorded": len(plan.jobs), "skipped": plan.skipped, "recorded_frames": frames,
+            "recorded_successes": successes, "store": summary}
+
+
+def run_collect(
+    cfg: CollectConfig, on_episode: Callable[[int, int, EpisodeResult], None] | None = None
+) -> dict[str, Any]:
+    """:func:`prepare_collect` then :func:`execute_collect`."""
+    return execute_collect(prepare_collect(cfg), on_episode)
+
+
+def _probe_params(cfg: CollectConfig) -> dict[str, Any]:
+    """Parameters that make a throwaway generator for validating the name."""
+    if cfg.generator == "replay":
+        return {"actions": np.zeros((1, 2), np.float32), "config": np.zeros(5)}
+    return dict(cfg.generator_params)

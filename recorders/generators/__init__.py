@@ -1,0 +1,56 @@
+"""Scripted action generators, by name: ``play``, ``expert`` and ``replay``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from factory.errors import FactoryError
+from recorders.generators.base import ActionGenerator, build_params
+
+
+def _make_play(**params: Any) -> ActionGenerator:
+    from recorders.generators.play import PlayGenerator, PlayParams
+
+    return PlayGenerator(build_params(PlayParams, "play", params))
+
+
+def _make_expert(**params: Any) -> ActionGenerator:
+    from recorders.generators.expert import ExpertGenerator, ExpertParams
+
+    return ExpertGenerator(build_params(ExpertParams, "expert", params))
+
+
+def _make_replay(**params: Any) -> ActionGenerator:
+    from recorders.generators.replay import ReplayGenerator
+
+    missing = sorted({"actions", "config"} - set(params))
+    extra = sorted(set(params) - {"actions", "config"})
+    if missing or extra:
+        raise FactoryError(
+            "generator 'replay' takes exactly the parameters actions and config"
+            + (f"; missing {', '.join(missing)}" if missing else "")
+            + (f"; unknown {', '.join(extra)}" if extra else "")
+        )
+    return ReplayGenerator(params["actions"], params["config"])
+
+
+GENERATORS: dict[str, Callable[..., ActionGenerator]] = {
+    "play": _make_play,
+    "expert": _make_expert,
+    "replay": _make_replay,
+}
+"""Registry: generator name -> factory(**params)."""
+
+
+def make_generator(name: str, **params: Any) -> ActionGenerator:
+    """A generator by name; unknown names or parameters raise :class:`FactoryError`."""
+    factory = GENERATORS.get(name)
+    if factory is None:
+        raise FactoryError(
+            f"unknown generator {name!r}; valid generators: {', '.join(sorted(GENERATORS))}"
+        )
+    return factory(**params)
+
+
+__all__ = ["GENERATORS", "ActionGenerator", "make_generator"]

@@ -1,0 +1,70 @@
+"""Metric functions: known values on hand-made inputs and real PushT frames."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from factory.eval import metrics as m
+
+
+def test_psnr_known_value() -> None:
+    a = np.zeros((4, 4, 3), np.uint8)
+    b = np.full((4, 4, 3), 255, np.uint8)
+    assert m.psnr(a, b) == pytest.approx(0.0)
+    c = a.copy()
+    c[0, 0, 0] = 255  # mse = 255^2 / 48
+    assert m.psnr(a, c) == pytest.approx(10 * np.log10(48))
+
+
+def test_ssim_identity_and_degradation() -> None:
+    rng = np.random.default_rng(0)
+    img = rng.integers(0, 256, (2, 16, 16, 3), dtype=np.uint8)
+    assert m.ssim(img, img) == pytest.approx(1.0)
+    noisy = np.clip(img + rng.normal(0, 40, img.shape), 0, 255).astype(np.uint8)
+    assert m.ssim(noisy, img) < 0.9
+
+
+def test_masks_on_pusht_colours() -> None:
+    frame = np.full((8, 8, 3), 255, np.uint8)
+    frame[0, :2] = (143, 163, 184)  # T fill
+    frame[0, 2] = (119, 136, 153)  # T outline
+    frame[1, :3] = (65, 105, 225)  # agent
+    frame[2, :4] = (144, 238, 144)  # goal
+    assert m.t_mask(frame).sum() == 3 and m.t_mask(frame)[0, :3].all()
+    assert m.agent_mask(frame).sum() == 3 and m.agent_mask(frame)[1, :3].all()
+    assert m.goal_mask(frame).sum() == 4
+
+
+def test_masks_on_rendered_frame() -> None:
+    from factory.envs import make_world
+
+    world = make_world("pusht", batch_size=1, resolution=96)
+    frame = world.reset(seeds=np.array([3])).frames[0]
+    world.close()
+    assert 0.015 < m.mask_fraction(m.t_mask(frame)) < 0.05
+    assert 10 < m.agent_mask(frame).sum() < 60
+    assert m.goal_mask(frame).sum() > 50
+
+
+def test_iou() -> None:
+    a = np.array([1, 1, 0, 0], bool)
+    b = np.array([1, 0, 1, 0], bool)
+    assert m.iou(a, b) == pytest.approx(1 / 3)
+    assert m.iou(np.zeros(3, bool), np.zeros(3, bool)) == 1.0
+
+
+def test_angle_error_wraps() -> None:
+    assert m.angle_error_deg(np.pi - 0.01, -np.pi + 0.01) == pytest.approx(np.degrees(0.02))
+    assert m.angle_error_deg(0.0, np.pi) == pytest.approx(180.0)
+
+
+def test_rank_metrics() -> None:
+    real = np.array([0.1, 0.5, 0.9, 0.3])
+    assert m.pearson(real, real) == pytest.approx(1.0)
+    assert m.spearman(real, real**3) == pytest.approx(1.0)
+    assert m.mmrv(real, real) == 0.0
+    # Swap the order of the two best: rows 1 and 2 each violate by |0.9 - 0.5|.
+    sim = np.array([0.1, 0.9, 0.5, 0.3])
+    assert m.mmrv(sim, real) == pytest.approx((0.4 + 0.4) / 4)
+    assert m.spearman(-real, real) == pytest.approx(-1.0)
