@@ -59,8 +59,16 @@ def collect(
     from recorders.rollout import EpisodeResult
 
     cfg = CollectConfig(
-        out=out, env=env, generator=generator, episodes=episodes, seed=seed, steps=steps,
-        resolution=resolution, workers=workers, append=append, source=source,
+        out=out,
+        env=env,
+        generator=generator,
+        episodes=episodes,
+        seed=seed,
+        steps=steps,
+        resolution=resolution,
+        workers=workers,
+        append=append,
+        source=source,
     )
     plan = prepare_collect(cfg)
     with progress() as bar:
@@ -120,14 +128,93 @@ def demo(
     with progress() as bar:
         for generator, episodes, seed in runs:
             plan = prepare_collect(
-                CollectConfig(out=store_path, generator=generator, episodes=episodes, seed=seed,
-                              steps=cfg.steps, workers=workers, append=store_path.exists())
+                CollectConfig(
+                    out=store_path,
+                    generator=generator,
+                    episodes=episodes,
+                    seed=seed,
+                    steps=cfg.steps,
+                    workers=workers,
+                    append=store_path.exists(),
+                )
             )
             task = bar.add_task(f"collect {generator}", total=len(plan.jobs), info="")
             execute_collect(plan, _advance(bar, task))
     with EpisodeStore.open(store_path) as store:
         render_summary(store.summary())
     err_console.print(f"[bold green]done[/]: episode store at {store_path}")
+
+
+@app.command()
+@user_errors
+def train(
+    stage: Annotated[str, typer.Argument(help="autoencoder | dynamics | decoder | probe")],
+    data: Annotated[Path, typer.Option("--data", help="Episode store to train on.")],
+    out: Annotated[Path, typer.Option("--out", help="Model directory (all parts live here).")],
+    minutes: Annotated[float | None, typer.Option(help="Budget in minutes (total).")] = None,
+    steps: Annotated[int | None, typer.Option(help="Budget in optimiser steps (total).")] = None,
+    device: Annotated[str, typer.Option(help="auto | cpu | cuda[:N].")] = "auto",
+    resume: Annotated[bool, typer.Option(help="Continue from the directory's state.")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the metrics as JSON.")] = False,
+) -> None:
+    """Train one stage of the world model into a model directory."""
+    from pipelines.train import TrainRequest, run_train
+
+    req = TrainRequest(
+        stage=stage, data=data, out=out, minutes=minutes, steps=steps, device=device, resume=resume
+    )
+    with progress() as bar:
+        task = bar.add_task(f"train {stage}", total=None, info="")
+
+        def on_progress(step: int, total: int | None, metrics: dict[str, float]) -> None:
+            shown = "  ".join(f"{k} {v:.4g}" for k, v in list(metrics.items())[:4])
+            bar.update(task, completed=step, total=total, info=shown)
+
+        metrics = run_train(req, on_progress)
+    if json_out:
+        print_json(metrics)
+    else:
+        err_console.print(
+            f"[bold green]done[/]: {stage} in {out}: "
+            + ", ".join(f"{k}={v:.4g}" for k, v in metrics.items())
+        )
+
+
+eval_app = typer.Typer(help="Evaluate a world model.", no_args_is_help=True)
+app.add_typer(eval_app, name="eval")
+
+
+@eval_app.command("fidelity")
+@user_errors
+def eval_fidelity(
+    data: Annotated[Path, typer.Option("--data", help="Held-out ground-truth episodes.")],
+    model: Annotated[Path | None, typer.Option(help="Model dir (default: shipped).")] = None,
+    episodes: Annotated[int, typer.Option(help="Episodes to replay.")] = 16,
+    stability_frames: Annotated[int, typer.Option(help="Closed-loop rollout length.")] = 9000,
+    video: Annotated[Path | None, typer.Option(help="Write real | generated mp4 here.")] = None,
+    device: Annotated[str, typer.Option(help="auto | cpu | cuda[:N].")] = "auto",
+    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Frame, task-state and long-horizon fidelity against the ground truth."""
+    from pipelines.eval_fidelity import FidelityRequest, run_fidelity
+
+    req = FidelityRequest(
+        data=data,
+        model=model,
+        episodes=episodes,
+        video=video,
+        stability_frames=stability_frames,
+        device=device,
+    )
+    with progress() as bar:
+        task = bar.add_task("stability rollout", total=stability_frames, info="")
+        result = run_fidelity(req, lambda _n, done, _t: bar.update(task, completed=done))
+    if json_out:
+        print_json(result)
+    else:
+        from pipelines.eval_view import render_fidelity
+
+        render_fidelity(result)
 
 
 def _advance(bar: Progress, task: TaskID) -> Callable[[int, int, object], None]:

@@ -71,9 +71,7 @@ def store_attrs(spec: WorldSpec, resolution: int) -> dict[str, Any]:
     return {"env": spec.name, "resolution": resolution}
 
 
-def open_output(
-    out: Path, spec: WorldSpec, resolution: int, append: bool
-) -> EpisodeStore:
+def open_output(out: Path, spec: WorldSpec, resolution: int, append: bool) -> EpisodeStore:
     """Create ``out``, or (with ``append``) reopen and check it fits this world."""
     schema = store_schema(spec)
     attrs = store_attrs(spec, resolution)
@@ -92,8 +90,12 @@ def open_output(
         schema,
         fps=spec.fps,
         action_meaning=spec.action_meaning,
-        attrs={**attrs, "task": spec.task, "state_names": ["agent_x", "agent_y"],
-               "gt_state_names": list(spec.task_state_names)},
+        attrs={
+            **attrs,
+            "task": spec.task,
+            "state_names": ["agent_x", "agent_y"],
+            "gt_state_names": list(spec.task_state_names),
+        },
     )
 
 
@@ -214,8 +216,13 @@ def execute_collect(
             if on_episode is not None:
                 on_episode(n, len(plan.jobs), result)
         summary = store.summary()
-    return {"recorded": len(plan.jobs), "skipped": plan.skipped, "recorded_frames": frames,
-            "recorded_successes": successes, "store": summary}
+    return {
+        "recorded": len(plan.jobs),
+        "skipped": plan.skipped,
+        "recorded_frames": frames,
+        "recorded_successes": successes,
+        "store": summary,
+    }
 
 
 def run_collect(

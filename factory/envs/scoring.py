@@ -1,0 +1,36 @@
+"""Task scoring from a task-state estimate, by world name.
+
+Inside the world model there is no simulator to ask: the score comes from the state
+probe's estimate of the task state (PushT: the block pose) through the task's geometry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from factory.errors import FactoryError
+
+Scorer = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
+"""task_state (B, K) float -> (score (B,) float32, success (B,) bool)."""
+
+
+def _score_pusht(task_state: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    from factory.envs.pusht_geometry import coverage
+
+    score = np.array([coverage(np.asarray(p, np.float64)) for p in task_state], np.float32)
+    return score, score > 0.95
+
+
+SCORERS: dict[str, Scorer] = {"pusht": _score_pusht}
+
+
+def scorer_for(world: str) -> Scorer:
+    """The scorer of a world; an unknown world raises :class:`FactoryError`."""
+    try:
+        return SCORERS[world]
+    except KeyError:
+        raise FactoryError(
+            f"no task scorer for world {world!r}; known: {', '.join(sorted(SCORERS))}"
+        ) from None

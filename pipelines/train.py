@@ -1,0 +1,164 @@
+"""``factory train``: the world model's training stages, from an episode store.
+
+    factory train autoencoder --data data/pusht_play.zarr --out models/pusht --minutes 30
+    factory train probe       --data data/pusht_play.zarr --out models/pusht --minutes 8
+    factory train dynamics    --data data/pusht_play.zarr --out models/pusht --minutes 60
+    factory train decoder     --data data/pusht_play.zarr --out models/pusht --minutes 10
+    factory train dynamics    --data data/pusht_play.zarr --out models/pusht --minutes 90 --resume
+
+Budgets count over resumes: ``--resume`` continues a stage to its total budget.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from factory.errors import FactoryError, ModelError
+from factory.model import WorldModelConfig, read_config
+from factory.store import EpisodeStore
+from factory.train import (
+    Budget,
+    EpisodeData,
+    finetune_decoder,
+    train_autoencoder,
+    train_dynamics,
+    train_probe,
+)
+
+log = logging.getLogger(__name__)
+ProgressFn = Callable[[int, int | None, dict[str, float]], None]
+
+
+@dataclass(frozen=True)
+class TrainRequest:
+    """One ``factory train STAGE`` call."""
+
+    stage: str
+    data: Path
+    out: Path
+    minutes: float | None = None
+    steps: int | None = None
+    device: str = "auto"
+    resume: bool = False
+
+
+def resolve_device(device: str) -> str:
+    """``auto`` -> ``cuda`` when available, else ``cpu``; ``cuda`` without CUDA is refused."""
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise FactoryError("--device cuda requested but CUDA is not available; use --device cpu")
+    if device != "cpu" and not device.startswith("cuda"):
+        raise FactoryError(f"unknown --device {device!r}; use auto, cpu or cuda[:N]")
+    return device
+
+
+def load_episode_data(path: Path, need_task_state: bool = False) -> EpisodeData:
+    """The whole store in RAM as :class:`EpisodeData` (images, actions, state, gt_state)."""
+    with EpisodeStore.open(path, mode="r") as store:
+        keys = store.schema.keys
+        if "image" not in keys:
+            raise FactoryError(f"{path} has no data/image key; the world model trains on frames")
+        for key in ("action", "state"):
+            if key not in keys:
+                raise FactoryError(f"{path} has no data/{key} key; it cannot train a world model")
+        if need_task_state and "gt_state" not in keys:
+            raise FactoryError(f"{path} has no data/gt_state; the probe needs the task state")
+        if store.n_episodes == 0:
+            raise FactoryError(f"{path} holds no episodes")
+        wanted = ["image", "action", "state"] + (["gt_state"] if "gt_state" in keys else [])
+        arrays = store.load(wanted)
+        ends = np.asarray(store.episode_ends)
+    return EpisodeData(
+        frames=arrays["image"],
+        actions=arrays["action"].astype(np.float32),
+        state=arrays["state"].astype(np.float32),
+        episode_ends=ends,
+        task_state=arrays.get("gt_state"),
+        source=str(path),
+    )
+
+
+def _config_for(req: TrainRequest, data: EpisodeData) -> WorldModelConfig:
+    """The model's config: the directory's when it has one, else defaults fitted to data."""
+    if (req.out / "config.json").exists():
+        return read_config(req.out)
+    return default_config(data)
+
+
+def default_config(data: EpisodeData) -> WorldModelConfig:
+    """The default model config, sized to the data's frames, actions and robot state."""
+    h, w = data.image_shape[:2]
+    base = WorldModelConfig()
+    ae = dataclasses.replace(base.autoencoder, image_size=(h, w))
+    dyn = dataclasses.replace(
+        base.dynamics,
+        latent_size=ae.latent_size,
+        latent_channels=ae.latent_channels,
+        action_dim=int(data.actions.shape[1]),
+        state_dim=int(data.state.shape[1]),
+    )
+    probe = dataclasses.replace(base.probe, image_size=(h, w))
+    return dataclasses.replace(base, autoencoder=ae, dynamics=dyn, probe=probe, fps=base.fps)
+
+
+def _stage_autoencoder(req: TrainRequest, data: EpisodeData, **kw: Any) -> dict[str, float]:
+    return train_autoencoder(data, req.out, _config_for(req, data), **kw)
+
+
+def _stage_dynamics(req: TrainRequest, data: EpisodeData, **kw: Any) -> dict[str, float]:
+    return train_dynamics(data, req.out, _config_for(req, data), **kw)
+
+
+def _stage_probe(req: TrainRequest, data: EpisodeData, **kw: Any) -> dict[str, float]:
+    return train_probe(data, req.out, _config_for(req, data), **kw)
+
+
+def _stage_decoder(req: TrainRequest, data: EpisodeData, **kw: Any) -> dict[str, float]:
+    return finetune_decoder(data, req.out, **kw)
+
+
+STAGES: dict[str, Callable[..., dict[str, float]]] = {
+    "autoencoder": _stage_autoencoder,
+    "dynamics": _stage_dynamics,
+    "probe": _stage_probe,
+    "decoder": _stage_decoder,
+}
+"""Stage name -> runner. Dynamics and decoder need the autoencoder (and dynamics) first."""
+
+
+def budget_for(req: TrainRequest) -> Budget:
+    """The stage's budget; one of ``--minutes``/``--steps`` is required and must be > 0."""
+    if req.minutes is None and req.steps is None:
+        raise FactoryError("give a budget: --minutes M or --steps K")
+    if (req.minutes is not None and req.minutes <= 0) or (req.steps is not None and req.steps <= 0):
+        raise FactoryError("--minutes and --steps must be positive")
+    return Budget(minutes=req.minutes, steps=req.steps)
+
+
+def run_train(req: TrainRequest, on_progress: ProgressFn | None = None) -> dict[str, float]:
+    """Validate the request, load the data and run the stage; returns its metrics."""
+    runner = STAGES.get(req.stage)
+    if runner is None:
+        raise FactoryError(f"unknown stage {req.stage!r}; valid: {', '.join(STAGES)}")
+    budget = budget_for(req)
+    device = resolve_device(req.device)
+    if req.resume and not (req.out / "config.json").exists():
+        raise FactoryError(f"--resume: {req.out} holds no model to resume; drop --resume")
+    data = load_episode_data(req.data, need_task_state=req.stage == "probe")
+    try:
+        return runner(
+            req, data, budget=budget, device=device, resume=req.resume, on_progress=on_progress
+        )
+    except ModelError:
+        raise
+    except ValueError as err:  # data/model mismatches found by the training code
+        raise ModelError(f"{req.stage}: {err}") from err
