@@ -113,9 +113,7 @@ def main() -> None:
     if not args.skip_play:
         out["play"] = eval_play(world, args.play_episodes, args.play_steps)
     world.close()
-    out["env_steps_per_s"] = {
-        f"batch{b}": round(env_speed(args.resolution, b), 1) for b in (1, 8)
-    }
+    out["env_steps_per_s"] = {f"batch{b}": round(env_speed(args.resolution, b), 1) for b in (1, 8)}
     print(json.dumps(out, indent=2))
 
 

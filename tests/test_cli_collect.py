@@ -111,8 +111,8 @@ def test_existing_output_without_append(play_store: Path) -> None:
 def test_append_other_resolution_refused(play_store: Path) -> None:
     before = EpisodeStore.open(play_store).n_frames
     result = runner.invoke(
-        app, ["collect", "--out", str(play_store), "--episodes", "4", "--resolution", "48",
-              "--append"]
+        app,
+        ["collect", "--out", str(play_store), "--episodes", "4", "--resolution", "48", "--append"],
     )
     _one_line_error(result, "(48, 48, 3)")
     assert EpisodeStore.open(play_store).n_frames == before
@@ -155,7 +155,9 @@ def test_inspect_missing_and_corrupt(tmp_path: Path) -> None:
 def test_cli_process_exit_code_and_no_traceback(tmp_path: Path) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "pipelines.cli", "inspect", str(tmp_path / "missing.zarr")],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr

@@ -105,8 +105,13 @@ def test_play_tolerates_noisy_block_estimates(world: PushTWorld) -> None:
     gen.reset(1, obs.item(0))
     for _ in range(40):
         o = obs.item(0)
-        noisy = Observation(o.frame, o.state, o.task_state + rng.normal(0, 3, 3).astype(np.float32),
-                            o.score, o.success)
+        noisy = Observation(
+            o.frame,
+            o.state,
+            o.task_state + rng.normal(0, 3, 3).astype(np.float32),
+            o.score,
+            o.success,
+        )
         action = gen.act(noisy)
         assert np.all(np.isfinite(action))
         obs = world.step(action[None])
@@ -119,8 +124,13 @@ def test_expert_succeeds(world: PushTWorld) -> None:
 
 def test_expert_holds_after_success() -> None:
     gen = make_generator("expert")
-    obs = Observation(np.zeros((96, 96, 3), np.uint8), np.array([50.0, 60.0], np.float32),
-                      np.array([256.0, 256.0, np.pi / 4], np.float32), 1.0, True)
+    obs = Observation(
+        np.zeros((96, 96, 3), np.uint8),
+        np.array([50.0, 60.0], np.float32),
+        np.array([256.0, 256.0, np.pi / 4], np.float32),
+        1.0,
+        True,
+    )
     gen.reset(0, obs)
     np.testing.assert_allclose(gen.act(obs), [50.0, 60.0])
 

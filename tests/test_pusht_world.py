@@ -176,8 +176,10 @@ def test_geometry_helpers() -> None:
     assert geo.keypoint_error(geo.GOAL) == pytest.approx(0.0)
     assert geo.is_success(geo.GOAL + np.array([0.5, 0.0, 0.0]))
     assert not geo.is_success(geo.GOAL + np.array([10.0, 0.0, 0.0]))
-    np.testing.assert_allclose(geo.wrap_angle(np.array([np.pi, -np.pi, 3 * np.pi, 0.1])),
-                               np.array([np.pi, np.pi, np.pi, 0.1]))
+    np.testing.assert_allclose(
+        geo.wrap_angle(np.array([np.pi, -np.pi, 3 * np.pi, 0.1])),
+        np.array([np.pi, np.pi, np.pi, 0.1]),
+    )
     pose = np.array([100.0, 200.0, 0.3])
     assert geo.t_polygon(pose).area == pytest.approx(geo.T_AREA)
     inside = geo.to_world(np.array([0.0, 15.0]), pose)
@@ -185,5 +187,4 @@ def test_geometry_helpers() -> None:
     assert geo.agent_block_contact(geo.to_world(np.array([0.0, -15.5]), pose), pose)
     assert not geo.agent_block_contact(geo.to_world(np.array([0.0, -20.0]), pose), pose)
     poses = np.stack([geo.GOAL, pose])
-    np.testing.assert_allclose(geo.keypoint_errors(poses),
-                               [geo.keypoint_error(p) for p in poses])
+    np.testing.assert_allclose(geo.keypoint_errors(poses), [geo.keypoint_error(p) for p in poses])

@@ -88,9 +88,7 @@ class PushTWorld:
         self._ready = False
 
     # -- reset ---------------------------------------------------------------------------
-    def reset(
-        self, seeds: np.ndarray | None = None, configs: np.ndarray | None = None
-    ) -> WorldObs:
+    def reset(self, seeds: np.ndarray | None = None, configs: np.ndarray | None = None) -> WorldObs:
         """Reset from ``seeds`` (B,) or ``configs`` (B, 5); with neither, random seeds."""
         if seeds is not None and configs is not None:
             raise FactoryError("reset takes seeds or configs, not both")

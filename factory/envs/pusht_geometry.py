@@ -113,9 +113,7 @@ def distance_to_block(points: np.ndarray, block_pose: np.ndarray) -> np.ndarray:
     return np.asarray(np.min(np.linalg.norm(gap, axis=-1), axis=-1))
 
 
-def agent_block_contact(
-    agent_xy: np.ndarray, block_pose: np.ndarray, margin: float = 1.0
-) -> bool:
+def agent_block_contact(agent_xy: np.ndarray, block_pose: np.ndarray, margin: float = 1.0) -> bool:
     """Whether the agent disk (radius 15) touches the block, within ``margin`` pixels."""
     return bool(distance_to_block(np.asarray(agent_xy), block_pose) <= AGENT_RADIUS + margin)
 

@@ -68,9 +68,7 @@ def _coerce(name: str, key: str, default: Any, value: Any) -> Any:
             number = float("nan")
         if not np.isfinite(number) or (isinstance(default, int) and number != int(number)):
             kind = "an integer" if isinstance(default, int) else "a finite number"
-            raise FactoryError(
-                f"generator {name!r}: parameter {key} must be {kind}, got {value!r}"
-            )
+            raise FactoryError(f"generator {name!r}: parameter {key} must be {kind}, got {value!r}")
         return type(default)(number)
     return value
 

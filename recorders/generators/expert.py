@@ -155,8 +155,11 @@ class ExpertGenerator:
         if self._push is not None:
             self._push.path = list(self._push.path)
             log.debug(
-                "push depth %.1f err %.2f -> %.2f gain %.3f", self._push.depth,
-                geo.keypoint_error(pose), self._push.predicted_error, self._push.gain,
+                "push depth %.1f err %.2f -> %.2f gain %.3f",
+                self._push.depth,
+                geo.keypoint_error(pose),
+                self._push.predicted_error,
+                self._push.gain,
             )
 
     def _follow(self, push: Push, agent: np.ndarray) -> np.ndarray | None:

@@ -130,7 +130,8 @@ class PlayGenerator:
         last = self._last_contact
         if last is not None and rng.random() < self.p.follow_prob:
             near = [
-                i for i, c in enumerate(self.contacts)
+                i
+                for i, c in enumerate(self.contacts)
                 if np.linalg.norm(c.point - self.contacts[last].point) < 25.0
             ]
             return int(rng.choice(near))

@@ -199,8 +199,15 @@ class PushPlanner:
         k = int(np.argmax(rates)) if np.any(gains > self.min_gain) else int(np.argmax(gains))
         end = point + normal * (R - float(depths[k]))
         return Push(
-            contact, start, end, float(depths[k]), path, poses[idx[k]],
-            float(geo.keypoint_error(poses[idx[k]])), float(gains[k]), float(rates[k]),
+            contact,
+            start,
+            end,
+            float(depths[k]),
+            path,
+            poses[idx[k]],
+            float(geo.keypoint_error(poses[idx[k]])),
+            float(gains[k]),
+            float(rates[k]),
         )
 
 

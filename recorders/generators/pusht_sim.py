@@ -18,9 +18,7 @@ DT = 0.01  # physics substep (s)
 SUBSTEPS = 10  # substeps per 10 Hz env step
 
 
-def pd_step(
-    pos: np.ndarray, vel: np.ndarray, target: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
+def pd_step(pos: np.ndarray, vel: np.ndarray, target: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The agent's position and velocity after one env step towards ``target``.
 
     The agent is kinematic, so its motion does not depend on the block.
@@ -54,8 +52,12 @@ class PushTSim:
         space = pymunk.Space()
         space.gravity = (0.0, 0.0)
         space.damping = 0.0
-        walls = [((5, 506), (5, 5)), ((5, 5), (506, 5)), ((506, 5), (506, 506)),
-                 ((5, 506), (506, 506))]
+        walls = [
+            ((5, 506), (5, 5)),
+            ((5, 5), (506, 5)),
+            ((506, 5), (506, 506)),
+            ((5, 506), (506, 506)),
+        ]
         space.add(*[pymunk.Segment(space.static_body, a, b, 2) for a, b in walls])
         agent = pymunk.Body(body_type=pymunk.Body.KINEMATIC)
         space.add(agent, pymunk.Circle(agent, geo.AGENT_RADIUS))
