@@ -19,7 +19,7 @@ from typing import Annotated
 import typer
 from rich.progress import Progress, TaskID
 
-from pipelines.console import err_console, print_json, progress, setup_logging, user_errors
+from pipelines.console import LazyBar, err_console, print_json, progress, setup_logging, user_errors
 
 app = typer.Typer(
     name="factory",
@@ -163,12 +163,11 @@ def train(
     req = TrainRequest(
         stage=stage, data=data, out=out, minutes=minutes, steps=steps, device=device, resume=resume
     )
-    with progress() as bar:
-        task = bar.add_task(f"train {stage}", total=None, info="")
+    with LazyBar(f"train {stage}") as bar:
 
         def on_progress(step: int, total: int | None, metrics: dict[str, float]) -> None:
             shown = "  ".join(f"{k} {v:.4g}" for k, v in list(metrics.items())[:4])
-            bar.update(task, completed=step, total=total, info=shown)
+            bar.update(step, total, shown)
 
         metrics = run_train(req, on_progress)
     if json_out:
@@ -206,9 +205,8 @@ def eval_fidelity(
         stability_frames=stability_frames,
         device=device,
     )
-    with progress() as bar:
-        task = bar.add_task("stability rollout", total=stability_frames, info="")
-        result = run_fidelity(req, lambda _n, done, _t: bar.update(task, completed=done))
+    with LazyBar("stability rollout") as bar:
+        result = run_fidelity(req, lambda _n, done, total: bar.update(done, total))
     if json_out:
         print_json(result)
     else:

@@ -70,6 +70,33 @@ def progress() -> Progress:
     )
 
 
+class LazyBar:
+    """A one-task progress bar that appears only on its first update.
+
+    Validation errors raised before any progress then print as a single clean line.
+    Use as ``with LazyBar("train") as bar: bar.update(done, total, info)``.
+    """
+
+    def __init__(self, description: str) -> None:
+        self.description = description
+        self._progress: Progress | None = None
+        self._task: Any = None
+
+    def update(self, completed: int, total: int | None = None, info: str = "") -> None:
+        if self._progress is None:
+            self._progress = progress()
+            self._progress.start()
+            self._task = self._progress.add_task(self.description, total=total, info=info)
+        self._progress.update(self._task, completed=completed, total=total, info=info)
+
+    def __enter__(self) -> LazyBar:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+
+
 def print_json(obj: Any) -> None:
     """One JSON object on stdout."""
     sys.stdout.write(json.dumps(obj, default=_json_default) + "\n")

@@ -45,7 +45,7 @@ class FidelityRequest:
     data: Path
     model: Path | None = None
     episodes: int = 16
-    context: int = 8
+    context: int | None = None  # default: the model's own context length
     stability_frames: int = 9000
     video: Path | None = None
     device: str = "auto"
@@ -67,14 +67,15 @@ def run_fidelity(req: FidelityRequest, on_progress: Progress | None = None) -> d
             action_dim=store.schema.keys["action"].shape[0],
             image_shape=store.schema.keys["image"].shape,
         )
-        rs = replay_set(store, req.episodes, req.context, max(HORIZONS))
+        context = req.context or model.config.dynamics.context
+        rs = replay_set(store, req.episodes, context, max(HORIZONS))
         reference = _reference_frames(store)
     generated = rollout_replay(model, rs, seed=req.seed)
     result: dict[str, Any] = {"model": model_id, "data": str(req.data), "episodes": len(rs.frames)}
     result.update(autoencoder_metrics(model, rs.frames.reshape(-1, *rs.frames.shape[2:])))
     result["horizons"] = horizon_metrics(model, rs, generated)
     if req.video is not None:
-        write_side_by_side(req.video, rs.frames[:, rs.context :], generated)
+        write_side_by_side(req.video, rs.frames[:, rs.context - 1 :], generated)
         result["video"] = str(req.video)
     if req.stability_frames > 0:
         result["stability"] = stability_run(

@@ -135,6 +135,25 @@ STAGES: dict[str, Callable[..., dict[str, float]]] = {
 """Stage name -> runner. Dynamics and decoder need the autoencoder (and dynamics) first."""
 
 
+def check_fits(config: WorldModelConfig, data: EpisodeData) -> None:
+    """Refuse a model directory whose frame size or action/state dims differ from the data."""
+    if tuple(config.image_shape) != tuple(data.image_shape):
+        raise ModelError(
+            f"the model directory is for frames {tuple(config.image_shape)}, the data has "
+            f"{tuple(data.image_shape)}; use another --out"
+        )
+    dims = {
+        "action": (config.action_dim, data.actions.shape[1]),
+        "state": (config.dynamics.state_dim, data.state.shape[1]),
+    }
+    for name, (model_dim, data_dim) in dims.items():
+        if model_dim != data_dim:
+            raise ModelError(
+                f"the model directory has {name} dim {model_dim}, the data has {data_dim}; "
+                "use another --out"
+            )
+
+
 def budget_for(req: TrainRequest) -> Budget:
     """The stage's budget; one of ``--minutes``/``--steps`` is required and must be > 0."""
     if req.minutes is None and req.steps is None:
@@ -154,6 +173,8 @@ def run_train(req: TrainRequest, on_progress: ProgressFn | None = None) -> dict[
     if req.resume and not (req.out / "config.json").exists():
         raise FactoryError(f"--resume: {req.out} holds no model to resume; drop --resume")
     data = load_episode_data(req.data, need_task_state=req.stage == "probe")
+    if (req.out / "config.json").exists():
+        check_fits(read_config(req.out), data)
     try:
         return runner(
             req, data, budget=budget, device=device, resume=req.resume, on_progress=on_progress
