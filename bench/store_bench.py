@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from factory.store import EpisodeMeta, EpisodeStore, KeySpec, StoreSchema
+from factory.store import EpisodeMeta, EpisodeStore, KeySpec, StoreSchema, appender
 
 
 def _t_mask(xx: np.ndarray, yy: np.ndarray, cx: float, cy: float, ang: float, s: float) -> Any:
@@ -92,16 +92,30 @@ def write_npsave(eps: list[dict[str, np.ndarray]], root: Path, keys: tuple[str, 
 
 
 def write_store(
-    eps: list[dict[str, np.ndarray]], root: Path, schema: StoreSchema, **kw: Any
+    eps: list[dict[str, np.ndarray]],
+    root: Path,
+    schema: StoreSchema,
+    direct: bool | None = None,
+    **kw: Any,
 ) -> float:
-    """Seconds to create a store and append every episode (close included)."""
+    """Seconds to create a store and append every episode (close included).
+
+    ``direct=False`` appends through zarr's own write pipeline instead of the store's
+    direct chunk writer (same files, for comparison); None keeps the default
+    (``DEMOFACTORY_STORE_DIRECT``, on unless set to 0).
+    """
     shutil.rmtree(root, ignore_errors=True)
     meta = EpisodeMeta(source="world_model", generator="bench", seed=0)
-    t0 = time.perf_counter()
-    with EpisodeStore.create(root, schema, fps=10.0, action_meaning="xy", **kw) as st:
-        for ep in eps:
-            st.append_episode(ep, meta)
-    return time.perf_counter() - t0
+    was = appender.DIRECT
+    appender.DIRECT = was if direct is None else direct
+    try:
+        t0 = time.perf_counter()
+        with EpisodeStore.create(root, schema, fps=10.0, action_meaning="xy", **kw) as st:
+            for ep in eps:
+                st.append_episode(ep, meta)
+        return time.perf_counter() - t0
+    finally:
+        appender.DIRECT = was
 
 
 def dir_bytes(root: Path) -> int:
@@ -163,6 +177,8 @@ def main() -> None:
             "store": {
                 "compression": "zstd",
                 "chunk_frames": 16,
+                "direct_chunk_writes": appender.DIRECT,
+                "encoder_threads": appender.THREADS,
                 "write_s": round(store_s, 3),
                 "write_frames_per_s": round(n_frames / store_s),
                 "write_mb_per_s": round(raw_mb / store_s, 1),
@@ -209,6 +225,7 @@ def run_variants(
         "none": {"compression": "none"},
         "zstd_chunk32": {"chunk_frames": 32},
         "zstd_shard128": {"shard_frames": 128},
+        "zstd_via_zarr_pipeline": {"direct": False},
     }
     out = {}
     for name, kw in variants.items():

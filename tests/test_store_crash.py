@@ -19,6 +19,7 @@ import zarr
 
 from factory.errors import StoreError
 from factory.store import EpisodeStore
+from factory.store.chunkfile import DirectArray
 from factory.store.layout import PARTIAL_RE
 
 REPO = Path(__file__).resolve().parents[1]
@@ -223,3 +224,53 @@ def test_damaged_episode_ends_refused(tmp_path: Path) -> None:
     arr(g, "meta/episode_ends")[1] = 2  # not increasing, and not the last entry
     with pytest.raises(StoreError, match=r"damaged.*entry 1"):
         EpisodeStore.open(path)
+
+
+def test_append_after_truncation_pads_with_fill(tmp_path: Path) -> None:
+    """Recovery truncates data arrays but leaves the uncommitted frames in the last chunk
+    file; the next (direct) append rewrites that chunk with the fill value past its data."""
+    path = tmp_path / "s"
+    _store_with_uncommitted_tail(path)
+    image = arr(zarr.open_group(path, mode="r+"), "data/image")
+    image[18:27] = 7  # uncommitted frames 18..26, in chunk 0 (128 frames)
+    with EpisodeStore.open(path, mode="a") as st:
+        assert st.n_frames == 18
+        st.append_episode(child.make_episode(3, 4), child.make_meta(3, 4))
+    _check_plain_zarr_consistent(path)
+    image = arr(zarr.open_group(path, mode="r+"), "data/image")
+    np.testing.assert_array_equal(image[18:22], child.make_episode(3, 4)["image"])
+    image.resize((30, *image.shape[1:]))  # grow without writing: frames 22.. must be fill
+    assert not np.asarray(image[22:30]).any()
+
+
+def test_failed_append_then_append_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An append that raises half-way (some chunks written, arrays resized) leaves only an
+    uncommitted tail, which the next append overwrites; no temp file is left behind."""
+    path = tmp_path / "s"
+    real_store = DirectArray.store
+    calls = 0
+
+    def failing_store(self: DirectArray, idx: int, chunk: np.ndarray) -> None:
+        nonlocal calls
+        calls += 1
+        if calls == 3:
+            raise OSError(28, "No space left on device")
+        real_store(self, idx, chunk)
+
+    with EpisodeStore.create(path, child.SCHEMA, fps=10.0, action_meaning="x") as st:
+        st.append_episode(child.make_episode(0, 5), child.make_meta(0, 5))
+        monkeypatch.setattr(DirectArray, "store", failing_store)
+        with pytest.raises(OSError, match="No space"):
+            st.append_episode(child.make_episode(1, 300), child.make_meta(1, 300))
+        monkeypatch.undo()
+        assert st.n_episodes == 1
+        assert arr(zarr.open_group(path, mode="r"), "data/image").shape[0] == 305
+        st.append_episode(child.make_episode(1, 7), child.make_meta(1, 7))
+        np.testing.assert_array_equal(st.episode(1)["image"], child.make_episode(1, 7)["image"])
+    _check_plain_zarr_consistent(path)
+    with EpisodeStore.open(path) as st:
+        assert st.n_episodes == 2 and st.n_frames == 12
+        for i in range(2):
+            _check_episode(st, i)
+    assert not [f for f in _files(path) if PARTIAL_RE.search(f)]
+    assert not (path / "data" / "image" / "c.2.0.0.0").exists()  # dropped by the shrink

@@ -20,6 +20,7 @@ from typing import Any, Literal
 import numpy as np
 
 from factory.errors import SchemaMismatchError, StoreError
+from factory.store.appender import Appender
 from factory.store.episode import Episode
 from factory.store.layout import (
     RESERVED_ATTRS,
@@ -49,6 +50,7 @@ class EpisodeStore:
         self._layout: Layout | None = layout
         self._ends = np.asarray(ends, dtype=np.int64)
         self._lock = lock
+        self._appender: Appender | None = None  # created by the first append
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -215,9 +217,16 @@ class EpisodeStore:
         start = int(self._ends[i - 1]) if i else 0
         return Episode(self, i, start, int(self._ends[i]))
 
+    def _fresh(self) -> Layout:
+        """The layout, with the handles of directly appended arrays re-opened."""
+        lay = self._lay
+        if self._appender is not None:
+            self._appender.refresh(lay)
+        return lay
+
     def _array(self, key: str) -> Any:
         try:
-            return self._lay.data[key]
+            return self._fresh().data[key]
         except KeyError:
             raise StoreError(
                 f"{self._path} has no data key {key!r}; its keys are {list(self.schema.keys)}"
@@ -228,13 +237,13 @@ class EpisodeStore:
 
     def episode_meta(self, i: int) -> EpisodeMeta:
         i = self._index(i)
-        return EpisodeMeta.from_json(json.loads(str(self._lay.meta[i])))
+        return EpisodeMeta.from_json(json.loads(str(self._fresh().meta[i])))
 
     def all_meta(self) -> list[EpisodeMeta]:
         """Metadata of every episode, in order (one read of the meta array)."""
         if not self.n_episodes:
             return []
-        raw = np.asarray(self._lay.meta[: self.n_episodes])
+        raw = np.asarray(self._fresh().meta[: self.n_episodes])
         return [EpisodeMeta.from_json(json.loads(str(s))) for s in raw]
 
     def load(self, keys: Sequence[str] | None = None) -> dict[str, np.ndarray]:
@@ -285,14 +294,9 @@ class EpisodeStore:
         meta_text = to_json_text(meta.to_json())
         n_eps, n0 = self.n_episodes, self.n_frames
         n1 = n0 + length
-        for key, arr in lay.data.items():
-            # absolute shapes: a failed earlier append leaves longer arrays, overwritten here
-            arr.resize((n1, *arr.shape[1:]))
-            arr[n0:n1] = data[key]
-        lay.meta.resize((n_eps + 1,))
-        lay.meta[n_eps] = meta_text
-        lay.ends.resize((n_eps + 1,))
-        lay.ends[n_eps] = n1  # commit point
+        if self._appender is None:
+            self._appender = Appender(lay, self._path)
+        self._appender.append(lay, data, (n0, n1), n_eps, meta_text)
         self._ends = np.append(self._ends, np.int64(n1))
         logger.debug("%s: appended episode %d (%d frames)", self._path, n_eps, length)
         return n_eps
@@ -354,6 +358,9 @@ class EpisodeStore:
 
     def close(self) -> None:
         """Release the writer lock (if held) and the zarr handles. Idempotent."""
+        if self._appender is not None:
+            self._appender.close()
+            self._appender = None
         if self._lock is not None:
             self._lock.release()
         self._layout = None

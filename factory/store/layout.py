@@ -10,13 +10,15 @@ repair it.
       meta/episode_meta (E,)    variable-length UTF-8 strings, one JSON document per episode
       .lock                     writer lock (see lock.py)
 
-Crash model (zarr 3.4.2, LocalStore): every key (chunk file or ``zarr.json``) is written to
-``<key-stem>.<uuid hex>.partial`` and then renamed, so a single key is either old or new,
-but nothing is atomic across keys. An append therefore writes the data arrays first, then
-the episode's meta, then ``episode_ends`` last. After a crash the data arrays and the meta
-array can be longer than ``episode_ends`` says, and ``episode_ends`` itself can end in one
-unwritten slot (resized, value not yet written: it reads as the fill value 0). The
-committed state is the longest valid prefix of ``episode_ends``.
+Crash model (zarr 3.4.2, LocalStore, and the direct chunk writer of
+:mod:`factory.store.chunkfile`, which writes the same files): every key (chunk file or
+``zarr.json``) is written to ``<key-stem>.<uuid hex>.partial`` and then renamed, so a single
+key is either old or new, but nothing is atomic across keys. An append therefore writes the
+data arrays first, then the episode's meta, then ``episode_ends`` last (see
+:mod:`factory.store.appender`). After a crash the data arrays and the meta array can be
+longer than ``episode_ends`` says, and ``episode_ends`` itself can end in one unwritten slot
+(resized, value not yet written: it reads as the fill value 0). The committed state is the
+longest valid prefix of ``episode_ends``.
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ ENDS_CHUNK = 1024
 MIN_CHUNK_BYTES = 64 * 1024
 MAX_CHUNK_FRAMES = 1 << 16
 META_CHUNK = 64
-# LocalStore temp files: Path.with_suffix(f".{uuid4().hex}.partial")
+# LocalStore (and chunkfile.write_atomic) temp files: Path.with_suffix(f".{uuid4().hex}.partial")
 PARTIAL_RE = re.compile(r"\.[0-9a-f]{32}\.partial$")
 # flat chunk keys ("c.0.0.0.0"): one directory per array instead of one per chunk; measured
 # ~1.5x faster appends on ext4 than nested "c/0/0/0/0" (a mkdir chain per chunk write)
@@ -310,7 +312,7 @@ def committed_prefix(ends: np.ndarray, data_frames: int, meta_entries: int, wher
 
 
 def remove_partial_files(path: Path) -> list[Path]:
-    """Delete zarr's leftover ``*.<uuid>.partial`` temp files under ``path``."""
+    """Delete leftover ``*.<uuid>.partial`` temp files (zarr's, the direct writer's)."""
     removed = []
     for root, _dirs, files in os.walk(path):
         for name in files:
