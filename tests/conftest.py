@@ -12,7 +12,7 @@ os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
 import pytest
 import torch
 
-torch.set_num_threads(2)
+torch.set_num_threads(1)  # tiny models; OpenMP spin-waits stall on a shared 2-core CPU
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
