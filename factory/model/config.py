@@ -1,0 +1,218 @@
+"""Typed configurations of the world model's parts.
+
+Every config is a frozen dataclass of JSON-friendly fields. ``WorldModelConfig`` groups
+the per-part configs and round-trips through :meth:`WorldModelConfig.to_json` /
+:meth:`WorldModelConfig.from_json` exactly (floats are written with ``repr`` precision).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+FORMAT = "demofactory.world_model"
+FORMAT_VERSION = 1
+
+@dataclass(frozen=True)
+class AutoencoderConfig:
+    """Conv autoencoder: RGB (H, W, 3) uint8 -> latent (latent_channels, H/f, W/f).
+
+    ``channels`` lists the width of each resolution level and ``blocks`` its number of
+    residual blocks. The encoder starts with a ``patch`` x ``patch`` space-to-depth
+    (pixel unshuffle) and the decoder ends with the matching pixel shuffle, so the
+    downsampling factor is ``f = patch * 2 ** (len(channels) - 1)``. ``background`` is
+    the RGB colour that the foreground-weighted loss treats as "nothing there".
+    Foreground pixels also weigh more when their colour is rare in the batch: x
+    (mean count / count of its colour bin) ** ``rarity_power``, clipped to [0.5, 4], so
+    a small object (the agent) is not drowned out by the large ones (0: off).
+    """
+
+    image_size: tuple[int, int] = (96, 96)
+    latent_channels: int = 4
+    patch: int = 2
+    channels: tuple[int, ...] = (32, 64)
+    blocks: tuple[int, ...] = (1, 2)
+    groups: int = 8
+    background: tuple[int, int, int] = (255, 255, 255)
+    fg_threshold: float = 0.05
+    fg_weight: float = 10.0
+    rarity_power: float = 0.5
+    edge_weight: float = 1.0
+    mse_weight: float = 1.0
+    latent_noise: float = 0.05
+    latent_l2: float = 1e-3
+
+    @property
+    def factor(self) -> int:
+        return int(self.patch * 2 ** (len(self.channels) - 1))
+
+    @property
+    def latent_size(self) -> tuple[int, int]:
+        h, w = self.image_size
+        return (h // self.factor, w // self.factor)
+
+    def __post_init__(self) -> None:
+        h, w = self.image_size
+        if len(self.blocks) != len(self.channels):
+            raise ValueError("blocks and channels need one entry per level")
+        if h % self.factor or w % self.factor:
+            raise ValueError(f"image size {h}x{w} is not divisible by factor {self.factor}")
+
+
+@dataclass(frozen=True)
+class ConsistencyConfig:
+    """Improved consistency training (Song & Dhariwal 2023) and its sampler.
+
+    The discretisation curriculum doubles the number of steps from ``s0`` to ``s1`` over
+    training; ``huber_c`` <= 0 means the paper's ``0.00054 * sqrt(dim)``. The training
+    loss is ``ct_weight`` x the consistency loss + ``denoise_weight`` x a pseudo-Huber
+    loss between f(x0 + sigma eps, sigma) and x0 itself (a denoising regulariser that
+    speeds up learning a lot on a small compute budget; 0 gives plain improved CT).
+    """
+
+    sigma_min: float = 0.002
+    sigma_max: float = 80.0
+    sigma_data: float = 0.5
+    rho: float = 7.0
+    s0: int = 10
+    s1: int = 1280
+    p_mean: float = -1.1
+    p_std: float = 2.0
+    huber_c: float = 0.0
+    ct_weight: float = 1.0
+    denoise_weight: float = 1.0
+
+
+@dataclass(frozen=True)
+class DynamicsConfig:
+    """Latent dynamics: a 2D U-Net over the latent grid, conditioned on actions.
+
+    Predicts z_{t+1} (or the delta z_{t+1} - z_t when ``predict_delta``) from the
+    ``context`` latents z_{t-K+1..t} and the actions applied at those frames (the last one
+    is a_t). Context latents get Gaussian noise of level ``U(0, ctx_noise_max)`` in
+    training and ``ctx_noise`` at inference (Diffusion-Forcing style).
+
+    ``action_xy_range`` (low, high): the first two action dims are absolute x, y positions
+    in that range (PushT: the 512 px board, x right, y down); each window action is then
+    also drawn as a Gaussian bump (std ``action_map_sigma`` latent cells) on an input
+    channel, so the convolutions see where the action points. None: no maps.
+
+    ``sample_sigmas``: extra, decreasing noise levels for multistep consistency sampling
+    (one more network evaluation each); empty: 1-step sampling.
+    """
+
+    latent_channels: int = 4
+    latent_size: tuple[int, int] = (24, 24)
+    context: int = 8
+    action_dim: int = 2
+    state_dim: int = 2
+    channels: tuple[int, ...] = (64, 96, 128)
+    blocks_per_level: int = 1
+    emb_dim: int = 128
+    groups: int = 8
+    predict_delta: bool = True
+    ctx_noise_max: float = 0.2
+    ctx_noise: float = 0.05
+    sample_sigmas: tuple[float, ...] = ()
+    state_head_channels: int = 32
+    state_head_keypoints: int = 8
+    action_xy_range: tuple[float, float] | None = (0.0, 512.0)
+    action_map_sigma: float = 1.0
+
+
+@dataclass(frozen=True)
+class ProbeConfig:
+    """State probe: frame -> (agent x, y, block x, y, sin angle, cos angle).
+
+    Positions are learnt normalised by ``position_scale`` (PushT: the 512 px board).
+    Convs of ``channels`` (stride 2 except the last) make ``keypoints`` heatmaps whose
+    soft-argmax coordinates, with pooled features, feed an MLP of width ``hidden``.
+    """
+
+    image_size: tuple[int, int] = (96, 96)
+    channels: tuple[int, ...] = (16, 32, 48)
+    keypoints: int = 16
+    hidden: int = 128
+    position_scale: float = 512.0
+
+
+@dataclass(frozen=True)
+class WorldModelConfig:
+    """The whole model: per-part configs and which parts a model directory holds."""
+
+    autoencoder: AutoencoderConfig = field(default_factory=AutoencoderConfig)
+    dynamics: DynamicsConfig = field(default_factory=DynamicsConfig)
+    probe: ProbeConfig = field(default_factory=ProbeConfig)
+    consistency: ConsistencyConfig = field(default_factory=ConsistencyConfig)
+    parts: tuple[str, ...] = ()
+    fps: float = 10.0
+    name: str = ""
+
+    @property
+    def image_shape(self) -> tuple[int, int, int]:
+        h, w = self.autoencoder.image_size
+        return (h, w, 3)
+
+    @property
+    def action_dim(self) -> int:
+        return self.dynamics.action_dim
+
+    def with_parts(self, *parts: str) -> WorldModelConfig:
+        """A copy whose ``parts`` also lists ``parts`` (sorted, unique)."""
+        return dataclasses.replace(self, parts=tuple(sorted(set(self.parts) | set(parts))))
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"format": FORMAT, "version": FORMAT_VERSION}
+        out.update(_to_jsonable(dataclasses.asdict(self)))
+        return out
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> WorldModelConfig:
+        """Parse a dict written by :meth:`to_dict`; unknown keys raise ``ValueError``."""
+        if data.get("format") != FORMAT:
+            raise ValueError(f"format is {data.get('format')!r}, expected {FORMAT!r}")
+        if int(data.get("version", -1)) > FORMAT_VERSION:
+            raise ValueError(f"format version {data.get('version')} is newer than supported")
+        body = {k: v for k, v in data.items() if k not in ("format", "version")}
+        return _from_dict(cls, body)
+
+    @classmethod
+    def from_json(cls, text: str) -> WorldModelConfig:
+        return cls.from_dict(json.loads(text))
+
+
+_NESTED: dict[str, type] = {
+    "autoencoder": AutoencoderConfig,
+    "dynamics": DynamicsConfig,
+    "probe": ProbeConfig,
+    "consistency": ConsistencyConfig,
+}
+
+
+def _to_jsonable(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {k: _to_jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_to_jsonable(v) for v in obj]
+    return obj
+
+
+def _from_dict[T](cls: type[T], data: dict[str, Any]) -> T:
+    fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    unknown = set(data) - set(fields)
+    if unknown:
+        raise ValueError(f"unknown {cls.__name__} keys: {sorted(unknown)}")
+    kwargs: dict[str, Any] = {}
+    for name, value in data.items():
+        if name in _NESTED and cls is WorldModelConfig:
+            kwargs[name] = _from_dict(_NESTED[name], value)
+        elif isinstance(value, list):
+            kwargs[name] = tuple(value)
+        else:
+            kwargs[name] = value
+    return cls(**kwargs)

@@ -1,0 +1,237 @@
+"""Action-conditioned latent dynamics: a 2D U-Net consistency model over the latent grid.
+
+The network sees the K context latents z_{t-K+1..t} stacked on channels (with a small
+Gaussian noise of level ``ctx_level`` on them), the noisy target, coordinate channels,
+and an embedding of (noise level, context-noise level, the K actions applied at the
+window's frames: a_{t-K+1..t}) that modulates every residual block (AdaGN).
+
+The consistency target ``x0`` is the latent delta z_{t+1} - z_t (``predict_delta``) or
+z_{t+1}, divided by the per-channel ``target_scale`` buffer so that it has std sigma_data.
+A small CNN head reads the robot state (e.g. agent xy) off a latent.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from factory.model import consistency as cm
+from factory.model.config import ConsistencyConfig, DynamicsConfig
+from factory.model.layers import ResBlock, coord_grid, group_count, sinusoidal_embedding
+
+
+@dataclass
+class DynamicsCond:
+    """Conditioning of one prediction.
+
+    context: (B, K, C, h, w) latents, already noised; ctx_level: (B,) their noise level;
+    actions: (B, K, A) normalised actions applied at the K window frames;
+    action_maps: (B, K, h, w) Gaussian bumps at the actions' xy, or None.
+    """
+
+    context: Tensor
+    ctx_level: Tensor
+    actions: Tensor
+    action_maps: Tensor | None = None
+
+
+class DynamicsNet(nn.Module):
+    """The raw network F(x_in, c_noise, cond) -> (B, C, h, w)."""
+
+    def __init__(self, cfg: DynamicsConfig) -> None:
+        super().__init__()
+        c, k, e = cfg.latent_channels, cfg.context, cfg.emb_dim
+        ch = cfg.channels
+        self.noise_emb = nn.Sequential(nn.Linear(64, e), nn.SiLU(), nn.Linear(e, e))
+        self.ctx_emb = nn.Sequential(nn.Linear(32, e), nn.SiLU(), nn.Linear(e, e))
+        self.act_emb = nn.Sequential(
+            nn.Linear(k * cfg.action_dim, e), nn.SiLU(), nn.Linear(e, e), nn.SiLU(),
+            nn.Linear(e, e),
+        )
+        n_maps = k if cfg.action_xy_range is not None else 0
+        self.stem = nn.Conv2d(c * (k + 1) + 2 + n_maps, ch[0], 3, padding=1)
+        self.down = nn.ModuleList()
+        self.downsample = nn.ModuleList()
+        for i, width in enumerate(ch):
+            c_prev = ch[0] if i == 0 else ch[i - 1]
+            blocks = [ResBlock(c_prev if j == 0 else width, width, cfg.groups, e)
+                      for j in range(cfg.blocks_per_level)]
+            self.down.append(nn.ModuleList(blocks))
+            if i + 1 < len(ch):
+                self.downsample.append(nn.Conv2d(width, width, 3, stride=2, padding=1))
+        self.mid = ResBlock(ch[-1], ch[-1], cfg.groups, e)
+        self.up = nn.ModuleList()
+        self.upsample = nn.ModuleList()
+        for i in reversed(range(len(ch))):
+            c_out = ch[i - 1] if i > 0 else ch[0]
+            self.up.append(ResBlock(ch[i] * 2, c_out, cfg.groups, e))
+            if i > 0:
+                self.upsample.append(nn.Conv2d(c_out, c_out, 3, padding=1))
+        self.norm = nn.GroupNorm(group_count(ch[0], cfg.groups), ch[0])
+        self.out = nn.Conv2d(ch[0], c, 3, padding=1)
+        nn.init.zeros_(self.out.weight)
+        assert self.out.bias is not None
+        nn.init.zeros_(self.out.bias)
+
+    def embed(self, c_noise: Tensor, cond: DynamicsCond) -> Tensor:
+        """(B, emb_dim) conditioning vector."""
+        emb = self.noise_emb(sinusoidal_embedding(c_noise, 64))
+        emb = emb + self.ctx_emb(sinusoidal_embedding(cond.ctx_level * 4.0, 32))
+        emb = emb + self.act_emb(cond.actions.flatten(1))
+        return nn.functional.silu(emb)
+
+    def forward(self, x_in: Tensor, c_noise: Tensor, cond: DynamicsCond) -> Tensor:
+        """x_in: (B, C, h, w); c_noise: (B,) -> (B, C, h, w)."""
+        b, _, h, w = x_in.shape
+        emb = self.embed(c_noise, cond)
+        ctx = cond.context.flatten(1, 2)
+        parts = [x_in, ctx, coord_grid(b, h, w, x_in.device, x_in.dtype)]
+        if cond.action_maps is not None:
+            parts.append(cond.action_maps.to(x_in.dtype))
+        feats = torch.cat(parts, dim=1)
+        x = self.stem(feats)
+        skips: list[Tensor] = []
+        for i, blocks in enumerate(self.down):
+            for block in blocks:  # type: ignore[attr-defined]
+                x = block(x, emb)
+            skips.append(x)
+            if i < len(self.downsample):
+                x = self.downsample[i](x)
+        x = self.mid(x, emb)
+        for j, block in enumerate(self.up):
+            x = block(torch.cat([x, skips.pop()], dim=1), emb)
+            if j < len(self.upsample):
+                up = nn.functional.interpolate(x, size=skips[-1].shape[-2:], mode="nearest")
+                x = self.upsample[j](up)
+        return self.out(nn.functional.silu(self.norm(x)))
+
+
+class StateHead(nn.Module):
+    """Robot state from a latent: (B, C, h, w) -> (B, S) normalised state.
+
+    Convolutions at the latent's resolution make ``state_head_keypoints`` heatmaps; their
+    spatial soft-argmax coordinates (plus pooled features) go through an MLP.
+    """
+
+    def __init__(self, cfg: DynamicsConfig) -> None:
+        super().__init__()
+        c, s, n = cfg.latent_channels, cfg.state_head_channels, cfg.state_head_keypoints
+        self.convs = nn.Sequential(
+            nn.Conv2d(c + 2, s, 3, padding=1), nn.SiLU(),
+            nn.Conv2d(s, s, 3, padding=1), nn.SiLU(),
+        )
+        self.heat = nn.Conv2d(s, n, 1)
+        self.mlp = nn.Sequential(nn.Linear(2 * n + s, 128), nn.SiLU(),
+                                 nn.Linear(128, cfg.state_dim))
+
+    def forward(self, z: Tensor) -> Tensor:
+        b, _, h, w = z.shape
+        grid = coord_grid(b, h, w, z.device, z.dtype)
+        feats = self.convs(torch.cat([z, grid], dim=1))
+        attn = torch.softmax(self.heat(feats).flatten(2), dim=-1)  # (B, n, h*w)
+        xy = torch.einsum("bnp,bcp->bnc", attn, grid.flatten(2)).flatten(1)
+        return self.mlp(torch.cat([xy, feats.mean(dim=(2, 3))], dim=1))
+
+
+class Dynamics(nn.Module):
+    """Network + state head + normalisation buffers; one-step sampling of z_{t+1}."""
+
+    action_mean: Tensor
+    action_std: Tensor
+    state_mean: Tensor
+    state_std: Tensor
+    target_scale: Tensor
+
+    def __init__(self, cfg: DynamicsConfig, consistency: ConsistencyConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.ccfg = consistency
+        self.net = DynamicsNet(cfg)
+        self.state_head = StateHead(cfg)
+        self.register_buffer("action_mean", torch.zeros(cfg.action_dim))
+        self.register_buffer("action_std", torch.ones(cfg.action_dim))
+        self.register_buffer("state_mean", torch.zeros(cfg.state_dim))
+        self.register_buffer("state_std", torch.ones(cfg.state_dim))
+        self.register_buffer("target_scale", torch.ones(cfg.latent_channels))
+
+    def normalise_actions(self, actions: Tensor) -> Tensor:
+        """(..., A) raw -> normalised."""
+        return (actions.float() - self.action_mean) / self.action_std
+
+    def normalise_state(self, state: Tensor) -> Tensor:
+        return (state.float() - self.state_mean) / self.state_std
+
+    def denormalise_state(self, state: Tensor) -> Tensor:
+        """(..., S) normalised -> raw units (e.g. board px)."""
+        return state.float() * self.state_std + self.state_mean
+
+    def _scale(self) -> Tensor:
+        return self.target_scale[None, :, None, None]
+
+    def target_from(self, z_next: Tensor, z_last: Tensor) -> Tensor:
+        """Consistency target x0 (B, C, h, w) from z_{t+1} and z_t."""
+        base = z_next - z_last if self.cfg.predict_delta else z_next
+        return base / self._scale()
+
+    def next_from(self, x0: Tensor, z_last: Tensor) -> Tensor:
+        """Inverse of :meth:`target_from`: z_{t+1} (B, C, h, w)."""
+        base = x0 * self._scale()
+        return z_last + base if self.cfg.predict_delta else base
+
+    def noisy_context(
+        self, window: Tensor, level: Tensor, generator: torch.Generator | None
+    ) -> Tensor:
+        """window: (B, K, C, h, w) + level (B,) * Gaussian noise."""
+        noise = torch.randn(window.shape, generator=generator, device=window.device,
+                            dtype=window.dtype)
+        return window + level.to(window.dtype).view(-1, 1, 1, 1, 1) * noise
+
+    def action_maps(self, actions: Tensor) -> Tensor | None:
+        """Gaussian bumps at each action's xy: normalised actions (B, K, A) -> (B, K, h, w)."""
+        rng = self.cfg.action_xy_range
+        if rng is None:
+            return None
+        h, w = self.cfg.latent_size
+        raw = actions[..., :2] * self.action_std[:2] + self.action_mean[:2]
+        pos = (raw - rng[0]) / (rng[1] - rng[0])  # (B, K, 2) in [0, 1]
+        xs = (torch.arange(w, device=actions.device, dtype=actions.dtype) + 0.5) / w
+        ys = (torch.arange(h, device=actions.device, dtype=actions.dtype) + 0.5) / h
+        dx = (xs[None, None, :] - pos[..., 0:1]) * w  # (B, K, w) in cells
+        dy = (ys[None, None, :] - pos[..., 1:2]) * h  # (B, K, h)
+        s2 = 2.0 * self.cfg.action_map_sigma**2
+        return torch.exp(-(dy[..., :, None] ** 2) / s2) * torch.exp(-(dx[..., None, :] ** 2) / s2)
+
+    def make_cond(self, noisy_window: Tensor, level: Tensor, actions: Tensor) -> DynamicsCond:
+        """Conditioning from a noised window (B, K, C, h, w), its level (B,) and normalised
+        actions (B, K, A)."""
+        return DynamicsCond(noisy_window, level, actions, self.action_maps(actions))
+
+    def model_fn(self, x_in: Tensor, c_noise: Tensor, cond: DynamicsCond) -> Tensor:
+        return self.net(x_in, c_noise, cond)
+
+    def sample_next(
+        self,
+        window: Tensor,
+        actions: Tensor,
+        generator: torch.Generator | None,
+        ctx_noise: float | None = None,
+    ) -> Tensor:
+        """z_{t+1} (B, C, h, w) from the clean window (B, K, C, h, w) and normalised actions
+        (B, K, A); context noise ``ctx_noise`` (default cfg). One network evaluation, plus
+        one per ``cfg.sample_sigmas``."""
+        level_value = self.cfg.ctx_noise if ctx_noise is None else ctx_noise
+        level = torch.full((window.shape[0],), level_value, device=window.device)
+        cond = self.make_cond(self.noisy_context(window, level, generator), level, actions)
+        c = self.ccfg
+        x0 = cm.sample_multistep(
+            self.model_fn, tuple(window[:, -1].shape), cond, generator,
+            [c.sigma_max, *self.cfg.sample_sigmas], sigma_data=c.sigma_data,
+            sigma_min=c.sigma_min, device=window.device, dtype=window.dtype,
+        )
+        return self.next_from(x0, window[:, -1])
+
+    def read_state(self, z: Tensor) -> Tensor:
+        """Robot state in raw units (B, S) from latents (B, C, h, w)."""
+        return self.denormalise_state(self.state_head(z))

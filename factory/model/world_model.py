@@ -1,0 +1,203 @@
+"""``WorldModel``: the trained parts plus a batched, autoregressive rollout.
+
+Usage::
+
+    wm = load_model_dir("runs/model", device="cpu")
+    wm.start(context_frames, context_actions, seed=0)   # (B, K', H, W, 3), (B, K'-1, A)
+    out = wm.step(actions)                               # (B, A) -> StepOutput
+
+Action convention (the dataset's): ``actions[t]`` is the action applied at frame ``t``
+(it leads to frame ``t + 1``). So ``context_actions[:, j]`` is the action applied at
+context frame ``j``, and the action applied at the last context frame is the first
+:meth:`WorldModel.step`'s argument.
+
+Padding: with fewer than K context frames, the first frame is repeated at the front of
+the window, and those padded frames get the first known action (``context_actions[:, 0]``,
+or, with a single context frame, the first step's action): "the world stood still".
+Training sees the same padding at episode starts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from factory.errors import ModelError
+from factory.model.autoencoder import Autoencoder
+from factory.model.config import WorldModelConfig
+from factory.model.dynamics import Dynamics
+from factory.model.probe import StateProbe
+
+
+@dataclass
+class StepOutput:
+    """One rollout step.
+
+    frames: (B, H, W, 3) uint8; state: (B, S) float32 robot state (raw units, e.g. board
+    px) from the dynamics' state head; task_state: (B, 3) float32 block pose from the probe
+    (None without a probe); latents: (B, C, h, w) float32 on the model's device.
+    """
+
+    frames: np.ndarray
+    state: np.ndarray
+    task_state: np.ndarray | None
+    latents: Tensor
+
+
+class WorldModel(nn.Module):
+    """Container of the parts (any may be None while training) and the rollout state."""
+
+    def __init__(
+        self,
+        config: WorldModelConfig,
+        autoencoder: Autoencoder | None = None,
+        dynamics: Dynamics | None = None,
+        probe: StateProbe | None = None,
+    ) -> None:
+        super().__init__()
+        self.config = config
+        self.autoencoder = autoencoder
+        self.dynamics = dynamics
+        self.probe = probe
+        self.use_bf16 = False
+        self._window: Tensor | None = None
+        self._actions: Tensor | None = None
+        self._pad_pending = 0
+        self._generator: torch.Generator | None = None
+
+    @property
+    def device(self) -> torch.device:
+        for p in self.parameters():
+            return p.device
+        return torch.device("cpu")
+
+    def check_compatible(
+        self, action_dim: int | None = None, image_shape: tuple[int, ...] | None = None
+    ) -> None:
+        """Raise :class:`ModelError` unless the model fits this action dim and frame shape."""
+        cfg = self.config
+        if action_dim is not None and action_dim != cfg.action_dim:
+            raise ModelError(
+                f"model expects action_dim {cfg.action_dim}, the world has {action_dim}"
+            )
+        if image_shape is not None and tuple(image_shape) != cfg.image_shape:
+            raise ModelError(
+                f"model expects frames of shape {cfg.image_shape}, got {tuple(image_shape)}"
+            )
+
+    def _require(self) -> tuple[Autoencoder, Dynamics]:
+        if self.autoencoder is None or self.dynamics is None:
+            raise ModelError("rollout needs the autoencoder and dynamics parts")
+        return self.autoencoder, self.dynamics
+
+    def _require_ae(self) -> Autoencoder:
+        if self.autoencoder is None:
+            raise ModelError("this model has no autoencoder part")
+        return self.autoencoder
+
+    @contextlib.contextmanager
+    def _autocast(self) -> Iterator[None]:
+        if self.use_bf16 and self.device.type == "cuda":
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                yield
+        else:
+            yield
+
+    @torch.inference_mode()
+    def encode(self, frames: np.ndarray | Tensor) -> Tensor:
+        """uint8 frames (B, H, W, 3) -> normalised latents (B, C, h, w) float32."""
+        ae = self._require_ae()
+        with self._autocast():
+            return ae.encode(frames).float()
+
+    @torch.inference_mode()
+    def decode(self, latents: Tensor) -> np.ndarray:
+        """Normalised latents (B, C, h, w) -> uint8 frames (B, H, W, 3) numpy."""
+        ae = self._require_ae()
+        with self._autocast():
+            return ae.decode(latents.to(self.device)).cpu().numpy()
+
+    @torch.inference_mode()
+    def probe_frames(self, frames: np.ndarray | Tensor) -> tuple[np.ndarray, np.ndarray]:
+        """uint8 frames (B, H, W, 3) -> agent_xy (B, 2), block_pose (B, 3) float32 numpy."""
+        if self.probe is None:
+            raise ModelError("this model has no probe part")
+        agent, block = self.probe.predict(frames)
+        return agent.float().cpu().numpy(), block.float().cpu().numpy()
+
+    @torch.inference_mode()
+    def start(
+        self,
+        context_frames: np.ndarray | Tensor,
+        context_actions: np.ndarray | Tensor | None = None,
+        seed: int = 0,
+    ) -> None:
+        """Begin B rollouts from real context.
+
+        context_frames: (B, K', H, W, 3) uint8, K' >= 1; context_actions: (B, K'-1, A)
+        float32 (the actions applied at all but the last context frame) or None when
+        K' == 1. ``seed`` fixes the rollout's noise (own ``torch.Generator``).
+        """
+        _, dyn = self._require()
+        frames = _to_tensor(context_frames, self.device)
+        if frames.dim() != 5 or frames.shape[1] < 1:
+            raise ValueError(f"context_frames must be (B, K', H, W, 3), got {tuple(frames.shape)}")
+        self.check_compatible(image_shape=tuple(frames.shape[2:]))
+        b, kp = frames.shape[:2]
+        k, a_dim = dyn.cfg.context, dyn.cfg.action_dim
+        acts = torch.zeros(b, 0, a_dim, device=self.device)
+        if context_actions is not None:
+            acts = _to_tensor(context_actions, self.device).float()
+        if tuple(acts.shape) != (b, kp - 1, a_dim):
+            raise ValueError(
+                f"context_actions must be (B, K'-1, A) = {(b, kp - 1, a_dim)}, "
+                f"got {tuple(acts.shape)}"
+            )
+        frames, acts = frames[:, -k:], acts[:, max(0, acts.shape[1] - (k - 1)):]
+        lat = self.encode(frames.flatten(0, 1)).unflatten(0, (b, frames.shape[1]))
+        n_pad = k - lat.shape[1]
+        lat = torch.cat([lat[:, :1].expand(-1, n_pad, -1, -1, -1), lat], dim=1)
+        acts = dyn.normalise_actions(acts)
+        first = acts[:, :1] if acts.shape[1] else torch.zeros(b, 1, a_dim, device=self.device)
+        self._actions = torch.cat([first.expand(-1, k - 1 - acts.shape[1], -1), acts], dim=1)
+        self._pad_pending = k - 1 - acts.shape[1] if acts.shape[1] == 0 else 0
+        self._window = lat.contiguous()
+        self._generator = torch.Generator(device=self.device).manual_seed(int(seed))
+
+    @torch.inference_mode()
+    def step(self, actions: np.ndarray | Tensor) -> StepOutput:
+        """Advance every rollout by one frame. actions: (B, A) float32 applied now."""
+        ae, dyn = self._require()
+        if self._window is None or self._actions is None:
+            raise RuntimeError("call start() before step()")
+        a = dyn.normalise_actions(_to_tensor(actions, self.device))
+        if tuple(a.shape) != (self._window.shape[0], dyn.cfg.action_dim):
+            raise ValueError(f"actions must be (B, A), got {tuple(a.shape)}")
+        if self._pad_pending:
+            self._actions[:, : self._pad_pending] = a[:, None]
+            self._pad_pending = 0
+        act_window = torch.cat([self._actions, a[:, None]], dim=1)
+        with self._autocast():
+            z = dyn.sample_next(self._window, act_window, self._generator).float()
+            frames = ae.decode(z)
+            state = dyn.read_state(z).float()
+        self._window = torch.cat([self._window[:, 1:], z[:, None]], dim=1)
+        self._actions = act_window[:, 1:]
+        task = None
+        if self.probe is not None:
+            with self._autocast():
+                task = self.probe.predict(frames)[1].float().cpu().numpy()
+        return StepOutput(
+            frames=frames.cpu().numpy(), state=state.cpu().numpy(), task_state=task, latents=z
+        )
+
+
+def _to_tensor(x: np.ndarray | Tensor, device: torch.device) -> Tensor:
+    if isinstance(x, np.ndarray):
+        return torch.from_numpy(np.ascontiguousarray(x)).to(device)
+    return x.to(device)

@@ -1,0 +1,125 @@
+"""In-RAM training data and window sampling that never crosses episode boundaries.
+
+Shapes: ``N`` frames in total, ``E`` episodes; ``episode_ends`` (E,) int64 is cumulative
+(episode e spans ``[ends[e-1], ends[e])``), as in the Zarr store.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass
+class EpisodeData:
+    """frames: (N, H, W, 3) uint8; actions: (N, A) float32 (applied at each frame);
+    state: (N, S) float32 robot state; task_state: (N, K) float32 or None (PushT: block x,
+    y, angle); episode_ends: (E,) int64 cumulative; ``source``: a path for provenance."""
+
+    frames: np.ndarray
+    actions: np.ndarray
+    state: np.ndarray
+    episode_ends: np.ndarray
+    task_state: np.ndarray | None = None
+    source: str | None = None
+
+    def __post_init__(self) -> None:
+        n = len(self.frames)
+        ends = np.asarray(self.episode_ends, dtype=np.int64)
+        self.episode_ends = ends
+        if self.frames.ndim != 4 or self.frames.shape[-1] != 3 or self.frames.dtype != np.uint8:
+            raise ValueError(f"frames must be (N, H, W, 3) uint8, got {self.frames.shape}")
+        for name in ("actions", "state", "task_state"):
+            arr = getattr(self, name)
+            if arr is not None and (arr.ndim != 2 or len(arr) != n):
+                raise ValueError(f"{name} must be ({n}, D), got {arr.shape}")
+        if len(ends) == 0 or ends[-1] != n or np.any(np.diff(ends) <= 0) or ends[0] <= 0:
+            raise ValueError("episode_ends must be increasing, positive and end at N")
+
+    @property
+    def n_episodes(self) -> int:
+        return len(self.episode_ends)
+
+    @property
+    def episode_starts(self) -> np.ndarray:
+        """(E,) int64 first frame index of each episode."""
+        return np.concatenate([[0], self.episode_ends[:-1]]).astype(np.int64)
+
+    @property
+    def image_shape(self) -> tuple[int, int, int]:
+        return tuple(int(s) for s in self.frames.shape[1:])  # type: ignore[return-value]
+
+    def split(self, val_fraction: float = 0.1, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+        """Held-out split by episode: (train_episodes, val_episodes) index arrays.
+
+        At least one episode is held out when there are two or more and val_fraction > 0.
+        """
+        rng = np.random.default_rng(seed)
+        order = rng.permutation(self.n_episodes)
+        n_val = round(self.n_episodes * val_fraction)
+        if val_fraction > 0 and self.n_episodes > 1:
+            n_val = max(1, n_val)
+        return np.sort(order[n_val:]), np.sort(order[:n_val])
+
+    def frame_indices(self, episodes: np.ndarray | None = None) -> np.ndarray:
+        """All frame indices of the given episodes (None: all), int64."""
+        if episodes is None:
+            return np.arange(len(self.frames), dtype=np.int64)
+        starts, ends = self.episode_starts, self.episode_ends
+        parts = [np.arange(starts[e], ends[e], dtype=np.int64) for e in episodes]
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+
+class WindowSampler:
+    """Random windows of ``length`` consecutive frames inside one episode.
+
+    ``sample`` returns frame indices (B, length). With probability ``pad_prob`` a window
+    starts at an episode's first frame with ``n_pad`` in [1, pad_max] leading copies of it
+    (the rollout's padding when it starts from fewer than K frames).
+    """
+
+    def __init__(
+        self,
+        data: EpisodeData,
+        length: int,
+        episodes: np.ndarray | None = None,
+        pad_prob: float = 0.0,
+        pad_max: int = 0,
+    ) -> None:
+        eps = np.arange(data.n_episodes) if episodes is None else np.asarray(episodes)
+        starts, ends = data.episode_starts[eps], data.episode_ends[eps]
+        keep = ends - starts >= length
+        if not np.any(keep):
+            raise ValueError(f"no episode has {length} frames")
+        self.length = length
+        self.episode_first = starts[keep]
+        self.valid = np.concatenate(
+            [np.arange(s, e - length + 1, dtype=np.int64) for s, e in zip(starts, ends, strict=True)
+             if e - s >= length]
+        )
+        self.pad_prob = pad_prob
+        self.pad_max = min(pad_max, length - 1)
+
+    def __len__(self) -> int:
+        return len(self.valid)
+
+    def sample(self, batch: int, rng: np.random.Generator) -> np.ndarray:
+        """(B, length) int64 frame indices."""
+        offsets = np.arange(self.length, dtype=np.int64)
+        idx = self.valid[rng.integers(0, len(self.valid), batch)][:, None] + offsets[None]
+        if self.pad_prob > 0 and self.pad_max > 0:
+            padded = rng.random(batch) < self.pad_prob
+            n = int(padded.sum())
+            if n:
+                first = self.episode_first[rng.integers(0, len(self.episode_first), n)]
+                n_pad = rng.integers(1, self.pad_max + 1, n)
+                idx[padded] = first[:, None] + np.maximum(offsets[None] - n_pad[:, None], 0)
+        return idx
+
+
+def sample_frames(
+    indices: np.ndarray, batch: int, rng: np.random.Generator
+) -> np.ndarray:
+    """(B,) random frame indices drawn from ``indices``."""
+    return indices[rng.integers(0, len(indices), batch)]

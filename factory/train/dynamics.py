@@ -1,0 +1,258 @@
+"""Stage 2: train the latent dynamics (autoencoder frozen) with improved consistency training.
+
+The dataset is encoded once with the frozen autoencoder (cached in the model directory as
+``latents.cache.safetensors``, keyed by the autoencoder weights and the data). Each step
+samples windows of K+1 latents inside one episode (some padded at episode starts, as the
+rollout pads), noises the context (level ~ U(0, ctx_noise_max), Diffusion-Forcing style)
+and takes one consistency-training step on the (delta) target. Late in training,
+``unroll_prob`` of the steps first roll the model forward 1..``unroll_steps`` frames on its
+own predictions and train on the next real frame from there (fights compounding error).
+A state head learns the robot state from real latents.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from safetensors import safe_open
+from safetensors.torch import load_file, save_file
+from torch import Tensor
+
+from factory.model import consistency as cm
+from factory.model.autoencoder import Autoencoder
+from factory.model.checkpoint import load_part, save_part
+from factory.model.config import WorldModelConfig
+from factory.model.dynamics import Dynamics
+from factory.train.data import EpisodeData, WindowSampler
+from factory.train.loop import (
+    Budget,
+    LoopState,
+    ProgressFn,
+    TrainConfig,
+    apply_threads,
+    frames_batch,
+    init_part,
+    run_training,
+    stage_config,
+)
+
+log = logging.getLogger(__name__)
+
+CACHE_FILE = "latents.cache.safetensors"
+
+
+@dataclass(frozen=True)
+class DynamicsTrainOptions:
+    """Stage-2 knobs beyond the optimiser's."""
+
+    unroll_steps: int = 3
+    unroll_start: float = 0.5
+    unroll_prob: float = 0.5
+    pad_prob: float = 0.05
+    state_weight: float = 0.1
+
+
+def _cache_key(ae: Autoencoder, data: EpisodeData) -> str:
+    """Hash of the encoder weights, the latent statistics and a sample of the data."""
+    h = hashlib.sha256()
+    tensors = [*ae.encoder.state_dict().values(), ae.latent_mean, ae.latent_std]
+    for t in tensors:
+        h.update(t.detach().cpu().contiguous().numpy().tobytes())
+    h.update(np.asarray(data.frames.shape, dtype=np.int64).tobytes())
+    h.update(data.episode_ends.tobytes())
+    h.update(np.ascontiguousarray(data.frames[:: max(1, len(data.frames) // 64)]).tobytes())
+    return h.hexdigest()
+
+
+@torch.no_grad()
+def encode_dataset(
+    ae: Autoencoder, frames: np.ndarray, device: str | torch.device, batch: int = 256
+) -> Tensor:
+    """Normalised latents of every frame: (N, C, h, w) float16 on the CPU."""
+    ae.eval()
+    out = [ae.encode_float(frames_batch(frames, np.arange(i, min(i + batch, len(frames))),
+                                        device)).half().cpu()
+           for i in range(0, len(frames), batch)]
+    return torch.cat(out).contiguous()
+
+
+def cached_latents(
+    model_dir: str | Path, ae: Autoencoder, data: EpisodeData, device: str | torch.device
+) -> Tensor:
+    """The dataset's latents (N, C, h, w) float16, from the cache file when it matches."""
+    d = Path(model_dir)
+    key = _cache_key(ae, data)
+    path = d / CACHE_FILE
+    if path.is_file():
+        with safe_open(str(path), framework="pt") as f:
+            meta = f.metadata() or {}
+        if meta.get("key") == key:
+            log.info("using cached latents %s", path)
+            return load_file(str(path))["latents"]
+    lat = encode_dataset(ae, data.frames, device)
+    save_file({"latents": lat}, str(path), {"key": key})
+    log.info("encoded %d frames into %s", len(lat), path)
+    return lat
+
+
+@torch.no_grad()
+def set_normalisation(
+    dyn: Dynamics, data: EpisodeData, latents: Tensor, sampler: WindowSampler, seed: int
+) -> None:
+    """Action/state mean-std and the per-channel target scale (std of the target / sigma_data)."""
+    dyn.action_mean.copy_(torch.from_numpy(data.actions.mean(0)).float())
+    dyn.action_std.copy_(torch.from_numpy(data.actions.std(0)).float().clamp_min(1e-6))
+    dyn.state_mean.copy_(torch.from_numpy(data.state.mean(0)).float())
+    dyn.state_std.copy_(torch.from_numpy(data.state.std(0)).float().clamp_min(1e-6))
+    k = dyn.cfg.context
+    idx = sampler.sample(2048, np.random.default_rng(seed))
+    z_next = latents[idx[:, k]].float()
+    base = z_next - latents[idx[:, k - 1]].float() if dyn.cfg.predict_delta else z_next
+    std = base.transpose(0, 1).reshape(base.shape[1], -1).std(dim=1).clamp_min(1e-4)
+    dyn.target_scale.copy_(std / dyn.ccfg.sigma_data)
+
+
+def _batch(
+    latents: Tensor, data: EpisodeData, dyn: Dynamics, idx: np.ndarray, device: str | torch.device
+) -> tuple[Tensor, Tensor, Tensor]:
+    """Window latents (B, L, C, h, w), normalised actions (B, L, A), states (B, L, S)."""
+    z = latents[torch.from_numpy(idx)].float().to(device)
+    a = dyn.normalise_actions(torch.from_numpy(data.actions[idx]).to(device))
+    s = dyn.normalise_state(torch.from_numpy(data.state[idx]).to(device))
+    return z, a, s
+
+
+@torch.no_grad()
+def unroll_context(
+    dyn: Dynamics, z: Tensor, a: Tensor, steps: int, generator: torch.Generator | None
+) -> Tensor:
+    """Roll ``steps`` frames on the model's own predictions from the real context z[:, :K];
+    returns the final window (B, K, C, h, w)."""
+    k = dyn.cfg.context
+    window = z[:, :k]
+    for r in range(steps):
+        z_pred = dyn.sample_next(window, a[:, r : r + k], generator)
+        window = torch.cat([window[:, 1:], z_pred[:, None]], dim=1)
+    return window
+
+
+def dynamics_loss(
+    dyn: Dynamics, z: Tensor, a: Tensor, s: Tensor, state: LoopState, unroll: int,
+    opts: DynamicsTrainOptions,
+) -> dict[str, Tensor]:
+    """Consistency + state-head loss for a batch of windows of length >= K + 1 + unroll."""
+    k, ccfg = dyn.cfg.context, dyn.ccfg
+    gen = state.generator
+    window = unroll_context(dyn, z, a, unroll, gen) if unroll else z[:, :k]
+    z_next = z[:, k + unroll]
+    level = torch.rand(z.shape[0], generator=gen, device=z.device) * dyn.cfg.ctx_noise_max
+    cond = dyn.make_cond(dyn.noisy_context(window, level, gen), level, a[:, unroll : unroll + k])
+    x0 = dyn.target_from(z_next, window[:, -1])
+    ct = cm.consistency_training_step(dyn.model_fn, x0, cond, gen, progress=state.progress,
+                                      cfg=ccfg, compute_target=ccfg.ct_weight > 0)
+    huber_c = ccfg.huber_c if ccfg.huber_c > 0 else cm.default_huber_c(ccfg.sigma_data)
+    loss = torch.zeros((), device=z.device)
+    out: dict[str, Tensor] = {"n_steps": torch.tensor(float(ct.n_steps))}
+    if ccfg.ct_weight > 0:
+        loss_ct = cm.ct_loss(ct, huber_c)
+        loss = loss + ccfg.ct_weight * loss_ct
+        out["ct"] = loss_ct.detach()
+    if ccfg.denoise_weight > 0:
+        den = cm.pseudo_huber(ct.predicted, x0, huber_c).mean()
+        loss = loss + ccfg.denoise_weight * den
+        out["denoise"] = den.detach()
+    z_state = z_next + 0.05 * torch.randn(z_next.shape, generator=gen, device=z.device)
+    loss_state = (dyn.state_head(z_state) - s[:, k + unroll]).pow(2).mean()
+    out["state"] = loss_state.detach()
+    out["loss"] = loss + opts.state_weight * loss_state
+    return out
+
+
+@torch.no_grad()
+def evaluate_one_step(
+    dyn: Dynamics, latents: Tensor, data: EpisodeData, sampler: WindowSampler,
+    device: str | torch.device, n: int = 256, seed: int = 1,
+) -> dict[str, float]:
+    """One-step latent MSE on held-out windows, and the copy-last-frame baseline's."""
+    was_training = dyn.training
+    dyn.eval()
+    k = dyn.cfg.context
+    idx = sampler.sample(n, np.random.default_rng(seed))
+    z, a, s = _batch(latents, data, dyn, idx, device)
+    gen = torch.Generator(device=z.device).manual_seed(seed)
+    pred = dyn.sample_next(z[:, :k], a[:, :k], gen)
+    state_err = (dyn.read_state(z[:, k]) - dyn.denormalise_state(s[:, k])).norm(dim=1).mean()
+    dyn.train(was_training)
+    return {
+        "mse": float((pred - z[:, k]).pow(2).mean()),
+        "copy_mse": float((z[:, k - 1] - z[:, k]).pow(2).mean()),
+        "state_err": float(state_err),
+    }
+
+
+def train_dynamics(
+    data: EpisodeData,
+    out_dir: str | Path,
+    cfg: WorldModelConfig,
+    budget: Budget,
+    device: str | torch.device = "cpu",
+    resume: bool = False,
+    on_progress: ProgressFn | None = None,
+    train_cfg: TrainConfig | None = None,
+    opts: DynamicsTrainOptions | None = None,
+) -> dict[str, float]:
+    """Train (or resume) the dynamics part; needs the autoencoder part in ``out_dir``.
+
+    Returns metrics incl. held-out one-step ``val_mse`` against ``val_copy_mse``.
+    """
+    tc = train_cfg or TrainConfig(batch_size=32, lr=5e-4, warmup_steps=200)
+    opts = opts or DynamicsTrainOptions()
+    apply_threads(tc)
+    config = stage_config(out_dir, cfg, "dynamics", resume)
+    ae = load_part(out_dir, "autoencoder", config, device)
+    assert isinstance(ae, Autoencoder)
+    _check_latent_fit(config)
+    latents = cached_latents(out_dir, ae, data, device)
+    dyn = init_part(out_dir, "dynamics", config, resume, device)
+    assert isinstance(dyn, Dynamics)
+    k, r = config.dynamics.context, opts.unroll_steps
+    train_eps, val_eps = data.split(tc.val_fraction, tc.seed)
+    sampler = WindowSampler(data, k + 1 + r, train_eps, opts.pad_prob, k - 1)
+    val_sampler = WindowSampler(data, k + 1, val_eps if len(val_eps) else train_eps)
+    if not (resume and "dynamics" in config.parts):
+        set_normalisation(dyn, data, latents, sampler, tc.seed)
+
+    def step_fn(state: LoopState) -> dict[str, Tensor]:
+        z, a, s = _batch(latents, data, dyn, sampler.sample(tc.batch_size, state.rng), device)
+        unroll = 0
+        if r > 0 and state.progress >= opts.unroll_start and state.rng.random() < opts.unroll_prob:
+            unroll = int(state.rng.integers(1, r + 1))
+        return dynamics_loss(dyn, z, a, s, state, unroll, opts)
+
+    def save_fn(state: LoopState) -> None:
+        nonlocal config
+        config = save_part(out_dir, "dynamics", dyn, config, steps=state.step,
+                           wall_s=round(state.elapsed_s, 1), data=data.source)
+
+    metrics = run_training(
+        part="dynamics", model_dir=out_dir, params=dyn.parameters(), step_fn=step_fn,
+        save_fn=save_fn, cfg=tc, budget=budget, resume=resume, on_progress=on_progress,
+        device=device,
+    )
+    val = evaluate_one_step(dyn, latents, data, val_sampler, device)
+    metrics.update({f"val_{k}": v for k, v in val.items()})
+    return metrics
+
+
+def _check_latent_fit(config: WorldModelConfig) -> None:
+    a, d = config.autoencoder, config.dynamics
+    if a.latent_channels != d.latent_channels or a.latent_size != d.latent_size:
+        raise ValueError(
+            f"dynamics expects latents {d.latent_channels}x{d.latent_size}, the autoencoder "
+            f"gives {a.latent_channels}x{a.latent_size}"
+        )

@@ -1,0 +1,238 @@
+"""A generic training loop: budget, LR schedule, periodic checkpoints, resume, progress.
+
+Each stage supplies ``step_fn(progress) -> metrics`` (with a scalar ``"loss"`` tensor to
+backpropagate) and ``save_fn()`` (writes the part's weights and config). The loop owns
+the AdamW optimiser, the schedule, the clock, checkpointing of the training state
+(``<part>.optim.safetensors`` + ``<part>.state.json``) and the progress callback. The
+library never prints: ``on_progress(step, total_or_None, metrics)`` is the only output.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from factory.model.checkpoint import (
+    CONFIG_FILE,
+    build_part,
+    load_part,
+    load_training_state,
+    read_config,
+    save_training_state,
+)
+from factory.model.config import WorldModelConfig
+from factory.model.layers import frames_to_float
+
+log = logging.getLogger(__name__)
+
+ProgressFn = Callable[[int, int | None, dict[str, float]], None]
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How long a stage trains, in total over resumes: ``minutes``, ``steps`` or both
+    (whichever ends first)."""
+
+    minutes: float | None = None
+    steps: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.minutes is None and self.steps is None:
+            raise ValueError("a budget needs minutes or steps")
+
+    def progress(self, step: int, elapsed_s: float) -> float:
+        """Fraction of the budget used, in [0, 1]."""
+        fracs = []
+        if self.steps is not None:
+            fracs.append(step / max(self.steps, 1))
+        if self.minutes is not None:
+            fracs.append(elapsed_s / max(self.minutes * 60.0, 1e-9))
+        return float(min(max(fracs), 1.0))
+
+    def done(self, step: int, elapsed_s: float) -> bool:
+        return self.progress(step, elapsed_s) >= 1.0
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Optimiser and loop settings shared by every stage."""
+
+    batch_size: int = 32
+    lr: float = 1e-3
+    weight_decay: float = 0.0
+    warmup_steps: int = 100
+    schedule: str = "cosine"
+    min_lr_ratio: float = 0.05
+    grad_clip: float = 1.0
+    checkpoint_every_s: float = 300.0
+    threads: int = 2
+    seed: int = 0
+    log_every: int = 10
+    val_fraction: float = 0.05
+
+
+def apply_threads(cfg: TrainConfig) -> None:
+    """Set torch's intra-op threads (``cfg.threads`` > 0) and flush denormals to zero.
+
+    On a shared CPU, more threads than free cores makes OpenMP spin-wait and can slow
+    training several times over; denormals slow CPU maths down as much.
+    """
+    if cfg.threads > 0:
+        torch.set_num_threads(cfg.threads)
+    torch.set_flush_denormal(True)
+
+
+def lr_at(cfg: TrainConfig, step: int, progress: float) -> float:
+    """Linear warmup over ``warmup_steps``, then cosine to ``min_lr_ratio`` or constant."""
+    warm = min(1.0, (step + 1) / max(cfg.warmup_steps, 1))
+    if cfg.schedule == "constant":
+        return cfg.lr * warm
+    if cfg.schedule != "cosine":
+        raise ValueError(f"unknown schedule {cfg.schedule!r}")
+    cos = 0.5 * (1.0 + math.cos(math.pi * min(progress, 1.0)))
+    return cfg.lr * warm * (cfg.min_lr_ratio + (1.0 - cfg.min_lr_ratio) * cos)
+
+
+@dataclass
+class LoopState:
+    """What a stage's step function may read: step count, progress, RNGs."""
+
+    step: int = 0
+    elapsed_s: float = 0.0
+    progress: float = 0.0
+    rng: np.random.Generator = field(default_factory=np.random.default_rng)
+    generator: torch.Generator = field(default_factory=torch.Generator)
+
+
+def _restore(
+    model_dir: Path, part: str, opt: torch.optim.Optimizer, state: LoopState
+) -> None:
+    saved = load_training_state(model_dir, part, opt, state.generator)
+    if saved is None:
+        log.info("no %s training state in %s: starting fresh", part, model_dir)
+        return
+    state.step = int(saved["step"])
+    state.elapsed_s = float(saved["elapsed_s"])
+    if "numpy_rng" in saved:
+        state.rng.bit_generator.state = saved["numpy_rng"]
+    log.info("resumed %s at step %d", part, state.step)
+
+
+def _checkpoint(
+    model_dir: Path, part: str, opt: torch.optim.Optimizer, state: LoopState,
+    save_fn: Callable[[LoopState], None],
+) -> None:
+    save_fn(state)
+    save_training_state(
+        model_dir, part, opt,
+        {"step": state.step, "elapsed_s": state.elapsed_s,
+         "numpy_rng": state.rng.bit_generator.state},
+        state.generator,
+    )
+
+
+def run_training(
+    *,
+    part: str,
+    model_dir: str | Path,
+    params: Iterable[nn.Parameter],
+    step_fn: Callable[[LoopState], dict[str, Tensor]],
+    save_fn: Callable[[LoopState], None],
+    cfg: TrainConfig,
+    budget: Budget,
+    resume: bool = False,
+    on_progress: ProgressFn | None = None,
+    device: str | torch.device = "cpu",
+) -> dict[str, float]:
+    """Optimise until the budget is spent; returns the last smoothed metrics plus
+    ``step``, ``elapsed_s`` and ``samples_per_s`` (of this session).
+
+    ``LoopState.generator`` lives on ``device``, so step functions draw noise there."""
+    apply_threads(cfg)
+    d = Path(model_dir)
+    d.mkdir(parents=True, exist_ok=True)
+    opt = torch.optim.AdamW(list(params), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    state = LoopState(rng=np.random.default_rng(cfg.seed),
+                      generator=torch.Generator(device=device).manual_seed(cfg.seed))
+    if resume:
+        _restore(d, part, opt, state)
+    smooth: dict[str, float] = {}
+    start_step, t0, last_ckpt = state.step, time.monotonic(), time.monotonic()
+    base_elapsed = state.elapsed_s
+    total = budget.steps if budget.minutes is None else None
+    while not budget.done(state.step, state.elapsed_s):
+        state.progress = budget.progress(state.step, state.elapsed_s)
+        for group in opt.param_groups:
+            group["lr"] = lr_at(cfg, state.step, state.progress)
+        metrics = step_fn(state)
+        opt.zero_grad(set_to_none=True)
+        metrics["loss"].backward()
+        if cfg.grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(
+                [p for g in opt.param_groups for p in g["params"]], cfg.grad_clip
+            )
+        opt.step()
+        state.step += 1
+        state.elapsed_s = base_elapsed + time.monotonic() - t0
+        for k, v in metrics.items():
+            val = float(v.detach()) if isinstance(v, Tensor) else float(v)
+            smooth[k] = val if k not in smooth else 0.9 * smooth[k] + 0.1 * val
+        if on_progress is not None and state.step % max(cfg.log_every, 1) == 0:
+            on_progress(state.step, total, dict(smooth, lr=opt.param_groups[0]["lr"]))
+        if time.monotonic() - last_ckpt >= cfg.checkpoint_every_s:
+            _checkpoint(d, part, opt, state, save_fn)
+            last_ckpt = time.monotonic()
+    _checkpoint(d, part, opt, state, save_fn)
+    session = max(time.monotonic() - t0, 1e-9)
+    out = dict(smooth)
+    out.update(step=float(state.step), elapsed_s=state.elapsed_s,
+               steps_per_s=(state.step - start_step) / session,
+               samples_per_s=(state.step - start_step) * cfg.batch_size / session)
+    return out
+
+
+_PART_FIELDS = {"autoencoder": ("autoencoder",), "dynamics": ("dynamics", "consistency"),
+                "probe": ("probe",)}
+
+
+def stage_config(
+    model_dir: str | Path, cfg: WorldModelConfig, part: str, resume: bool
+) -> WorldModelConfig:
+    """The config a stage trains under.
+
+    A fresh directory takes ``cfg``. An existing one keeps its other parts' configs; the
+    trained part's config comes from ``cfg``, or from the directory when resuming it.
+    """
+    d = Path(model_dir)
+    if not (d / CONFIG_FILE).exists():
+        return dataclasses.replace(cfg, parts=())
+    existing = read_config(d)
+    if resume and part in existing.parts:
+        return existing
+    fields = {name: getattr(cfg, name) for name in _PART_FIELDS[part]}
+    return dataclasses.replace(existing, **fields)
+
+
+def init_part(
+    model_dir: str | Path, name: str, config: WorldModelConfig, resume: bool,
+    device: str | torch.device,
+) -> nn.Module:
+    """The part to train: loaded from the directory when resuming it, else fresh."""
+    if resume and name in config.parts:
+        module = load_part(model_dir, name, config, device)
+        return module.train()
+    return build_part(name, config).to(device).train()
+
+
+def frames_batch(frames: np.ndarray, idx: np.ndarray, device: str | torch.device) -> Tensor:
+    """uint8 frames[idx] as a float tensor (B, 3, H, W) in [-1, 1] on ``device``."""
+    return frames_to_float(torch.from_numpy(frames[idx]).to(device))
