@@ -21,6 +21,7 @@ def _one_thread() -> Iterator[None]:
     yield
     torch.set_num_threads(n)
 
+
 CFG = ConsistencyConfig(sigma_min=0.002, sigma_max=80.0, sigma_data=0.5, s0=10, s1=1280)
 
 
@@ -35,8 +36,7 @@ def test_boundary_condition() -> None:
     assert cm.c_out(s, CFG.sigma_data, CFG.sigma_min).item() == 0.0
     x = torch.randn(3, 4, 5)
     sig = torch.full((3,), CFG.sigma_min)
-    out = cm.consistency_fn(toy_model, x, sig, torch.zeros(3, 4, 5), CFG.sigma_data,
-                            CFG.sigma_min)
+    out = cm.consistency_fn(toy_model, x, sig, torch.zeros(3, 4, 5), CFG.sigma_data, CFG.sigma_min)
     torch.testing.assert_close(out, x, rtol=0, atol=1e-6)
 
 
@@ -88,8 +88,9 @@ def test_sample_one_step_is_deterministic_for_a_seed() -> None:
 
     def draw(seed: int) -> torch.Tensor:
         g = torch.Generator().manual_seed(seed)
-        return cm.sample_one_step(toy_model, (2, 3, 3), cond, g, sigma_max=80.0,
-                                  sigma_data=0.5, sigma_min=0.002)
+        return cm.sample_one_step(
+            toy_model, (2, 3, 3), cond, g, sigma_max=80.0, sigma_data=0.5, sigma_min=0.002
+        )
 
     a, b, c = draw(0), draw(0), draw(1)
     assert a.shape == (2, 3, 3)
@@ -100,8 +101,15 @@ def test_sample_one_step_is_deterministic_for_a_seed() -> None:
 
 def test_sample_multistep_shape() -> None:
     g = torch.Generator().manual_seed(0)
-    out = cm.sample_multistep(toy_model, (2, 3, 3), torch.zeros(2, 3, 3), g, [80.0, 1.0, 0.1],
-                              sigma_data=0.5, sigma_min=0.002)
+    out = cm.sample_multistep(
+        toy_model,
+        (2, 3, 3),
+        torch.zeros(2, 3, 3),
+        g,
+        [80.0, 1.0, 0.1],
+        sigma_data=0.5,
+        sigma_min=0.002,
+    )
     assert out.shape == (2, 3, 3) and torch.isfinite(out).all()
 
 
@@ -113,8 +121,9 @@ def test_training_step_shapes_and_weights() -> None:
 
     x0 = torch.randn(16, 3, 5)
     g = torch.Generator().manual_seed(0)
-    batch = cm.consistency_training_step(model_fn, x0, torch.zeros_like(x0), g, progress=0.3,
-                                         cfg=CFG)
+    batch = cm.consistency_training_step(
+        model_fn, x0, torch.zeros_like(x0), g, progress=0.3, cfg=CFG
+    )
     assert batch.predicted.shape == x0.shape == batch.target.shape
     assert batch.predicted.requires_grad and not batch.target.requires_grad
     assert batch.weights.shape == (16,) and torch.all(batch.weights > 0)
@@ -128,8 +137,9 @@ def test_training_step_shapes_and_weights() -> None:
 
 def test_sigma_pairs_are_adjacent_levels() -> None:
     g = torch.Generator().manual_seed(0)
-    lo, hi = cm.sample_sigma_pairs(64, 11, g, sigma_min=0.002, sigma_max=80.0, rho=7.0,
-                                   p_mean=-1.1, p_std=2.0)
+    lo, hi = cm.sample_sigma_pairs(
+        64, 11, g, sigma_min=0.002, sigma_max=80.0, rho=7.0, p_mean=-1.1, p_std=2.0
+    )
     levels = cm.karras_sigmas(11, 0.002, 80.0).float()
     assert torch.all(hi > lo)
     for a, b in zip(lo.tolist(), hi.tolist(), strict=True):

@@ -31,11 +31,13 @@ def _one_thread() -> Iterator[None]:
     yield
     torch.set_num_threads(n)
 
+
 def tiny_config(k: int = 3) -> WorldModelConfig:
     return WorldModelConfig(
         autoencoder=AutoencoderConfig(image_size=(32, 32), channels=(8, 16), blocks=(1, 1)),
-        dynamics=DynamicsConfig(latent_size=(8, 8), context=k, channels=(16, 24), emb_dim=32,
-                                state_head_channels=8),
+        dynamics=DynamicsConfig(
+            latent_size=(8, 8), context=k, channels=(16, 24), emb_dim=32, state_head_channels=8
+        ),
         probe=ProbeConfig(image_size=(32, 32), channels=(8, 16), keypoints=4, hidden=32),
         consistency=ConsistencyConfig(s0=4, s1=8),
     )
@@ -102,8 +104,12 @@ def test_dynamics_shapes_and_delta_target() -> None:
     assert maps is not None
     peaks = [divmod(int(m.argmax()), 8) for m in maps[0]]  # (row, col)
     assert peaks == [(7, 0), (4, 3), (1, 6)]
-    plain = Dynamics(DynamicsConfig(latent_size=(8, 8), context=3, channels=(16, 24),
-                                    emb_dim=32, action_xy_range=None), cfg.consistency)
+    plain = Dynamics(
+        DynamicsConfig(
+            latent_size=(8, 8), context=3, channels=(16, 24), emb_dim=32, action_xy_range=None
+        ),
+        cfg.consistency,
+    )
     no_maps = DynamicsCond(torch.randn(2, 3, 4, 8, 8), torch.rand(2), torch.randn(2, 3, 2))
     assert plain.net(torch.randn(2, 4, 8, 8), torch.randn(2), no_maps).shape == (2, 4, 8, 8)
     g = torch.Generator().manual_seed(0)
@@ -118,8 +124,9 @@ def test_probe_predict() -> None:
     assert agent.shape == (5, 2) and block.shape == (5, 3)
     assert torch.all(block[:, 2] > -torch.pi) and torch.all(block[:, 2] <= torch.pi)
     t = probe.targets(torch.tensor([[256.0, 128.0]]), torch.tensor([[512.0, 0.0, 0.5]]))
-    torch.testing.assert_close(t, torch.tensor([[0.5, 0.25, 1.0, 0.0, np.sin(0.5),
-                                                 np.cos(0.5)]], dtype=torch.float32))
+    torch.testing.assert_close(
+        t, torch.tensor([[0.5, 0.25, 1.0, 0.0, np.sin(0.5), np.cos(0.5)]], dtype=torch.float32)
+    )
 
 
 def _rollout(wm: WorldModel, seed: int, steps: int = 4) -> list[np.ndarray]:

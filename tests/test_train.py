@@ -75,17 +75,21 @@ def synthetic_data(n_eps: int = 8, length: int = 24, seed: int = 0) -> EpisodeDa
                 block[:2] = np.clip(block[:2] + 0.5 * np.sign(gap) * (60 - np.abs(gap)), 0, 511)
                 block[2] = (block[2] + 0.05 + np.pi) % (2 * np.pi) - np.pi
     return EpisodeData(
-        frames=np.stack(frames), actions=np.stack(actions).astype(np.float32),
-        state=np.stack(states).astype(np.float32), task_state=np.stack(task).astype(np.float32),
-        episode_ends=np.arange(1, n_eps + 1, dtype=np.int64) * length, source="synthetic",
+        frames=np.stack(frames),
+        actions=np.stack(actions).astype(np.float32),
+        state=np.stack(states).astype(np.float32),
+        task_state=np.stack(task).astype(np.float32),
+        episode_ends=np.arange(1, n_eps + 1, dtype=np.int64) * length,
+        source="synthetic",
     )
 
 
 def tiny_config() -> WorldModelConfig:
     return WorldModelConfig(
         autoencoder=AutoencoderConfig(image_size=(SIZE, SIZE), channels=(16, 16), blocks=(1, 1)),
-        dynamics=DynamicsConfig(latent_size=(8, 8), context=3, channels=(16, 24), emb_dim=32,
-                                state_head_channels=8),
+        dynamics=DynamicsConfig(
+            latent_size=(8, 8), context=3, channels=(16, 24), emb_dim=32, state_head_channels=8
+        ),
         probe=ProbeConfig(image_size=(SIZE, SIZE), channels=(8, 16), keypoints=4, hidden=32),
         consistency=ConsistencyConfig(s0=10, s1=10),
     )
@@ -106,8 +110,15 @@ class Recorder:
 
 
 def tc(**kw: float) -> TrainConfig:
-    base: dict = dict(batch_size=8, lr=3e-3, warmup_steps=5, log_every=1, threads=0,
-                      checkpoint_every_s=1e9, val_fraction=0.2)
+    base: dict = dict(
+        batch_size=8,
+        lr=3e-3,
+        warmup_steps=5,
+        log_every=1,
+        threads=0,
+        checkpoint_every_s=1e9,
+        val_fraction=0.2,
+    )
     base.update(kw)
     return TrainConfig(**base)
 
@@ -121,8 +132,9 @@ def data() -> EpisodeData:
 def ae_dir(tmp_path_factory: pytest.TempPathFactory, data: EpisodeData) -> Path:
     d = tmp_path_factory.mktemp("model")
     rec = Recorder()
-    metrics = train_autoencoder(data, d, tiny_config(), Budget(steps=60), on_progress=rec,
-                                train_cfg=tc())
+    metrics = train_autoencoder(
+        data, d, tiny_config(), Budget(steps=60), on_progress=rec, train_cfg=tc()
+    )
     assert rec.fell(), rec.losses
     assert rec.steps[-1] == 60 and metrics["step"] == 60
     assert {"val_psnr", "val_t_iou", "samples_per_s"} <= set(metrics)
@@ -146,8 +158,12 @@ def test_window_sampler_stays_inside_episodes(data: EpisodeData) -> None:
 
 def test_episode_data_validation(data: EpisodeData) -> None:
     with pytest.raises(ValueError):
-        EpisodeData(frames=data.frames, actions=data.actions, state=data.state,
-                    episode_ends=np.array([10, 5]))
+        EpisodeData(
+            frames=data.frames,
+            actions=data.actions,
+            state=data.state,
+            episode_ends=np.array([10, 5]),
+        )
     with pytest.raises(ValueError):
         WindowSampler(data, 100)
 
@@ -156,8 +172,9 @@ def test_autoencoder_trains_and_resumes(ae_dir: Path, data: EpisodeData) -> None
     state = json.loads((ae_dir / "autoencoder.state.json").read_text())
     assert state["step"] == 60
     rec = Recorder()
-    metrics = train_autoencoder(data, ae_dir, tiny_config(), Budget(steps=70), resume=True,
-                                on_progress=rec, train_cfg=tc())
+    metrics = train_autoencoder(
+        data, ae_dir, tiny_config(), Budget(steps=70), resume=True, on_progress=rec, train_cfg=tc()
+    )
     assert rec.steps[0] == 61 and metrics["step"] == 70
     prov = json.loads((ae_dir / "provenance.json").read_text())
     assert prov["parts"]["autoencoder"]["steps"] == 70 and prov["data"] == "synthetic"
@@ -166,13 +183,21 @@ def test_autoencoder_trains_and_resumes(ae_dir: Path, data: EpisodeData) -> None
 def test_dynamics_and_decoder_train(ae_dir: Path, data: EpisodeData) -> None:
     rec = Recorder()
     opts = DynamicsTrainOptions(unroll_steps=2, unroll_start=0.0, unroll_prob=0.5)
-    metrics = train_dynamics(data, ae_dir, tiny_config(), Budget(steps=60), on_progress=rec,
-                             train_cfg=tc(lr=2e-3), opts=opts)
+    metrics = train_dynamics(
+        data,
+        ae_dir,
+        tiny_config(),
+        Budget(steps=60),
+        on_progress=rec,
+        train_cfg=tc(lr=2e-3),
+        opts=opts,
+    )
     assert rec.fell(), rec.losses
     assert (ae_dir / "latents.cache.safetensors").is_file()
     assert np.isfinite(metrics["val_mse"]) and metrics["val_copy_mse"] > 0
-    out = finetune_decoder(data, ae_dir, Budget(steps=5), train_cfg=tc(lr=1e-3),
-                           opts=DecoderTrainOptions(horizon=2))
+    out = finetune_decoder(
+        data, ae_dir, Budget(steps=5), train_cfg=tc(lr=1e-3), opts=DecoderTrainOptions(horizon=2)
+    )
     assert {"before_psnr", "after_psnr", "before_t_iou", "after_t_iou"} <= set(out)
     wm = load_model_dir(ae_dir)
     assert wm.autoencoder is not None and wm.dynamics is not None
@@ -183,8 +208,14 @@ def test_dynamics_and_decoder_train(ae_dir: Path, data: EpisodeData) -> None:
 
 def test_probe_trains(tmp_path: Path, data: EpisodeData) -> None:
     rec = Recorder()
-    metrics = train_probe(data, tmp_path, tiny_config(), Budget(steps=50), on_progress=rec,
-                          train_cfg=tc(batch_size=16))
+    metrics = train_probe(
+        data,
+        tmp_path,
+        tiny_config(),
+        Budget(steps=50),
+        on_progress=rec,
+        train_cfg=tc(batch_size=16),
+    )
     assert rec.fell(), rec.losses
     assert metrics["val_block_err_px"] >= 0
     wm = load_model_dir(tmp_path)

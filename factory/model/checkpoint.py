@@ -100,8 +100,12 @@ def git_commit() -> str:
     """``git rev-parse HEAD`` of this source tree, or "unknown"."""
     try:
         out = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parent,
-            capture_output=True, text=True, timeout=5, check=False,
+            ["git", "rev-parse", "HEAD"],
+            cwd=Path(__file__).resolve().parent,
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
         )
     except (OSError, subprocess.SubprocessError):
         return "unknown"
@@ -150,8 +154,9 @@ def save_part(
         raise ModelError(f"unknown model part {name!r}; expected one of {', '.join(PARTS)}")
     d = Path(model_dir)
     d.mkdir(parents=True, exist_ok=True)
-    _atomic_save_tensors(d / f"{name}.safetensors", dict(module.state_dict()),
-                         {"format": FORMAT, "part": name})
+    _atomic_save_tensors(
+        d / f"{name}.safetensors", dict(module.state_dict()), {"format": FORMAT, "part": name}
+    )
     config = config.with_parts(name)
     write_config(d, config)
     update_provenance(d, name, **provenance)

@@ -15,6 +15,7 @@ from typing import Any
 FORMAT = "demofactory.world_model"
 FORMAT_VERSION = 1
 
+
 @dataclass(frozen=True)
 class AutoencoderConfig:
     """Conv autoencoder: RGB (H, W, 3) uint8 -> latent (latent_channels, H/f, W/f).
@@ -73,11 +74,11 @@ class ConsistencyConfig:
     """
 
     sigma_min: float = 0.002
-    sigma_max: float = 80.0
+    sigma_max: float = 10.0
     sigma_data: float = 0.5
     rho: float = 7.0
     s0: int = 10
-    s1: int = 1280
+    s1: int = 320
     p_mean: float = -1.1
     p_std: float = 2.0
     huber_c: float = 0.0

@@ -170,8 +170,15 @@ def consistency_training_step(
     """
     n = discretisation_steps(progress, cfg.s0, cfg.s1)
     lo, hi = sample_sigma_pairs(
-        x0.shape[0], n, generator, sigma_min=cfg.sigma_min, sigma_max=cfg.sigma_max,
-        rho=cfg.rho, p_mean=cfg.p_mean, p_std=cfg.p_std, device=x0.device,
+        x0.shape[0],
+        n,
+        generator,
+        sigma_min=cfg.sigma_min,
+        sigma_max=cfg.sigma_max,
+        rho=cfg.rho,
+        p_mean=cfg.p_mean,
+        p_std=cfg.p_std,
+        device=x0.device,
     )
     noise = torch.randn(x0.shape, generator=generator, device=x0.device, dtype=x0.dtype)
     pred = consistency_fn(
@@ -181,8 +188,12 @@ def consistency_training_step(
         return CTBatch(predicted=pred, target=x0, weights=1.0 / (hi - lo), sigma=hi, n_steps=n)
     with torch.no_grad():
         tgt = consistency_fn(
-            target_fn or model_fn, x0 + _expand(lo, x0) * noise, lo, cond,
-            cfg.sigma_data, cfg.sigma_min,
+            target_fn or model_fn,
+            x0 + _expand(lo, x0) * noise,
+            lo,
+            cond,
+            cfg.sigma_data,
+            cfg.sigma_min,
         ).detach()
     weights = 1.0 / (hi - lo)
     return CTBatch(predicted=pred, target=tgt, weights=weights, sigma=hi, n_steps=n)
@@ -226,8 +237,15 @@ def sample_multistep(
 ) -> Tensor:
     """Multistep consistency sampling over decreasing ``sigmas`` (the first is sigma_max)."""
     x = sample_one_step(
-        model_fn, shape, cond, generator, sigma_max=sigmas[0], sigma_data=sigma_data,
-        sigma_min=sigma_min, device=device, dtype=dtype,
+        model_fn,
+        shape,
+        cond,
+        generator,
+        sigma_max=sigmas[0],
+        sigma_data=sigma_data,
+        sigma_min=sigma_min,
+        device=device,
+        dtype=dtype,
     )
     for s in sigmas[1:]:
         eps = torch.randn(shape, generator=generator, device=device, dtype=dtype)

@@ -47,7 +47,10 @@ class DynamicsNet(nn.Module):
         self.noise_emb = nn.Sequential(nn.Linear(64, e), nn.SiLU(), nn.Linear(e, e))
         self.ctx_emb = nn.Sequential(nn.Linear(32, e), nn.SiLU(), nn.Linear(e, e))
         self.act_emb = nn.Sequential(
-            nn.Linear(k * cfg.action_dim, e), nn.SiLU(), nn.Linear(e, e), nn.SiLU(),
+            nn.Linear(k * cfg.action_dim, e),
+            nn.SiLU(),
+            nn.Linear(e, e),
+            nn.SiLU(),
             nn.Linear(e, e),
         )
         n_maps = k if cfg.action_xy_range is not None else 0
@@ -56,8 +59,10 @@ class DynamicsNet(nn.Module):
         self.downsample = nn.ModuleList()
         for i, width in enumerate(ch):
             c_prev = ch[0] if i == 0 else ch[i - 1]
-            blocks = [ResBlock(c_prev if j == 0 else width, width, cfg.groups, e)
-                      for j in range(cfg.blocks_per_level)]
+            blocks = [
+                ResBlock(c_prev if j == 0 else width, width, cfg.groups, e)
+                for j in range(cfg.blocks_per_level)
+            ]
             self.down.append(nn.ModuleList(blocks))
             if i + 1 < len(ch):
                 self.downsample.append(nn.Conv2d(width, width, 3, stride=2, padding=1))
@@ -119,12 +124,15 @@ class StateHead(nn.Module):
         super().__init__()
         c, s, n = cfg.latent_channels, cfg.state_head_channels, cfg.state_head_keypoints
         self.convs = nn.Sequential(
-            nn.Conv2d(c + 2, s, 3, padding=1), nn.SiLU(),
-            nn.Conv2d(s, s, 3, padding=1), nn.SiLU(),
+            nn.Conv2d(c + 2, s, 3, padding=1),
+            nn.SiLU(),
+            nn.Conv2d(s, s, 3, padding=1),
+            nn.SiLU(),
         )
         self.heat = nn.Conv2d(s, n, 1)
-        self.mlp = nn.Sequential(nn.Linear(2 * n + s, 128), nn.SiLU(),
-                                 nn.Linear(128, cfg.state_dim))
+        self.mlp = nn.Sequential(
+            nn.Linear(2 * n + s, 128), nn.SiLU(), nn.Linear(128, cfg.state_dim)
+        )
 
     def forward(self, z: Tensor) -> Tensor:
         b, _, h, w = z.shape
@@ -184,8 +192,9 @@ class Dynamics(nn.Module):
         self, window: Tensor, level: Tensor, generator: torch.Generator | None
     ) -> Tensor:
         """window: (B, K, C, h, w) + level (B,) * Gaussian noise."""
-        noise = torch.randn(window.shape, generator=generator, device=window.device,
-                            dtype=window.dtype)
+        noise = torch.randn(
+            window.shape, generator=generator, device=window.device, dtype=window.dtype
+        )
         return window + level.to(window.dtype).view(-1, 1, 1, 1, 1) * noise
 
     def action_maps(self, actions: Tensor) -> Tensor | None:
@@ -226,9 +235,15 @@ class Dynamics(nn.Module):
         cond = self.make_cond(self.noisy_context(window, level, generator), level, actions)
         c = self.ccfg
         x0 = cm.sample_multistep(
-            self.model_fn, tuple(window[:, -1].shape), cond, generator,
-            [c.sigma_max, *self.cfg.sample_sigmas], sigma_data=c.sigma_data,
-            sigma_min=c.sigma_min, device=window.device, dtype=window.dtype,
+            self.model_fn,
+            tuple(window[:, -1].shape),
+            cond,
+            generator,
+            [c.sigma_max, *self.cfg.sample_sigmas],
+            sigma_data=c.sigma_data,
+            sigma_min=c.sigma_min,
+            device=window.device,
+            dtype=window.dtype,
         )
         return self.next_from(x0, window[:, -1])
 

@@ -32,8 +32,11 @@ class StateProbe(nn.Module):
         self.convs = nn.Sequential(*layers)
         self.heat = nn.Conv2d(c_prev, cfg.keypoints, 1)
         self.mlp = nn.Sequential(
-            nn.Linear(2 * cfg.keypoints + c_prev, cfg.hidden), nn.SiLU(),
-            nn.Linear(cfg.hidden, cfg.hidden), nn.SiLU(), nn.Linear(cfg.hidden, N_OUTPUTS),
+            nn.Linear(2 * cfg.keypoints + c_prev, cfg.hidden),
+            nn.SiLU(),
+            nn.Linear(cfg.hidden, cfg.hidden),
+            nn.SiLU(),
+            nn.Linear(cfg.hidden, N_OUTPUTS),
         )
 
     def forward(self, x: Tensor) -> Tensor:
@@ -66,6 +69,9 @@ class StateProbe(nn.Module):
     def predict(self, frames: Tensor | np.ndarray) -> tuple[Tensor, Tensor]:
         """uint8 frames (B, H, W, 3) -> agent_xy (B, 2), block_pose (B, 3), float32."""
         dev = next(self.parameters()).device
-        x = torch.from_numpy(np.ascontiguousarray(frames)) if isinstance(frames, np.ndarray) \
+        x = (
+            torch.from_numpy(np.ascontiguousarray(frames))
+            if isinstance(frames, np.ndarray)
             else frames
+        )
         return self.decode_outputs(self(frames_to_float(x.to(dev))))

@@ -158,7 +158,7 @@ class WorldModel(nn.Module):
                 f"context_actions must be (B, K'-1, A) = {(b, kp - 1, a_dim)}, "
                 f"got {tuple(acts.shape)}"
             )
-        frames, acts = frames[:, -k:], acts[:, max(0, acts.shape[1] - (k - 1)):]
+        frames, acts = frames[:, -k:], acts[:, max(0, acts.shape[1] - (k - 1)) :]
         lat = self.encode(frames.flatten(0, 1)).unflatten(0, (b, frames.shape[1]))
         n_pad = k - lat.shape[1]
         lat = torch.cat([lat[:, :1].expand(-1, n_pad, -1, -1, -1), lat], dim=1)

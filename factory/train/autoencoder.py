@@ -83,31 +83,44 @@ def reconstruction_loss(
 
 @torch.no_grad()
 def compute_latent_stats(
-    ae: Autoencoder, frames: np.ndarray, indices: np.ndarray, device: str | torch.device,
-    n: int = 1024, batch: int = 128,
+    ae: Autoencoder,
+    frames: np.ndarray,
+    indices: np.ndarray,
+    device: str | torch.device,
+    n: int = 1024,
+    batch: int = 128,
 ) -> None:
     """Set ``ae``'s latent mean/std from up to ``n`` frames (evenly spaced over indices)."""
     pick = indices[np.linspace(0, len(indices) - 1, min(n, len(indices))).astype(np.int64)]
     was_training = ae.training
     ae.eval()
-    raw = [ae.encoder(frames_batch(frames, pick[i : i + batch], device))
-           for i in range(0, len(pick), batch)]
+    raw = [
+        ae.encoder(frames_batch(frames, pick[i : i + batch], device))
+        for i in range(0, len(pick), batch)
+    ]
     ae.set_latent_stats(torch.cat(raw))
     ae.train(was_training)
 
 
 @torch.no_grad()
 def evaluate_autoencoder(
-    ae: Autoencoder, frames: np.ndarray, indices: np.ndarray, device: str | torch.device,
-    n: int = 512, batch: int = 128,
+    ae: Autoencoder,
+    frames: np.ndarray,
+    indices: np.ndarray,
+    device: str | torch.device,
+    n: int = 512,
+    batch: int = 128,
 ) -> dict[str, float]:
     """PSNR (dB) and T-block mask IoU of reconstructions of up to ``n`` frames."""
     pick = indices[np.linspace(0, len(indices) - 1, min(n, len(indices))).astype(np.int64)]
     was_training = ae.training
     ae.eval()
-    recon = [to_uint8(ae.decode_float(ae.encode_float(frames_batch(frames, pick[i:i + batch],
-                                                                   device))))
-             for i in range(0, len(pick), batch)]
+    recon = [
+        to_uint8(
+            ae.decode_float(ae.encode_float(frames_batch(frames, pick[i : i + batch], device)))
+        )
+        for i in range(0, len(pick), batch)
+    ]
     ae.train(was_training)
     rec, real = np.concatenate(recon), frames[pick]
     return {"psnr": psnr(rec, real), "t_iou": t_iou(rec, real), "agent_iou": agent_iou(rec, real)}
@@ -150,12 +163,26 @@ def train_autoencoder(
     def save_fn(state: LoopState) -> None:
         nonlocal config
         compute_latent_stats(ae, data.frames, train_idx, device)
-        config = save_part(out_dir, "autoencoder", ae, config, steps=state.step,
-                           wall_s=round(state.elapsed_s, 1), data=data.source)
+        config = save_part(
+            out_dir,
+            "autoencoder",
+            ae,
+            config,
+            steps=state.step,
+            wall_s=round(state.elapsed_s, 1),
+            data=data.source,
+        )
 
     metrics = run_training(
-        part="autoencoder", model_dir=out_dir, params=ae.parameters(), step_fn=step_fn,
-        save_fn=save_fn, cfg=tc, budget=budget, resume=resume, on_progress=on_progress,
+        part="autoencoder",
+        model_dir=out_dir,
+        params=ae.parameters(),
+        step_fn=step_fn,
+        save_fn=save_fn,
+        cfg=tc,
+        budget=budget,
+        resume=resume,
+        on_progress=on_progress,
         device=device,
     )
     val = evaluate_autoencoder(ae, data.frames, val_idx, device)

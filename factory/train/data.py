@@ -95,8 +95,11 @@ class WindowSampler:
         self.length = length
         self.episode_first = starts[keep]
         self.valid = np.concatenate(
-            [np.arange(s, e - length + 1, dtype=np.int64) for s, e in zip(starts, ends, strict=True)
-             if e - s >= length]
+            [
+                np.arange(s, e - length + 1, dtype=np.int64)
+                for s, e in zip(starts, ends, strict=True)
+                if e - s >= length
+            ]
         )
         self.pad_prob = pad_prob
         self.pad_max = min(pad_max, length - 1)
@@ -118,8 +121,6 @@ class WindowSampler:
         return idx
 
 
-def sample_frames(
-    indices: np.ndarray, batch: int, rng: np.random.Generator
-) -> np.ndarray:
+def sample_frames(indices: np.ndarray, batch: int, rng: np.random.Generator) -> np.ndarray:
     """(B,) random frame indices drawn from ``indices``."""
     return indices[rng.integers(0, len(indices), batch)]

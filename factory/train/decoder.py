@@ -50,8 +50,13 @@ class DecoderTrainOptions:
 
 @torch.no_grad()
 def rollout_latents(
-    dyn: Dynamics, latents: Tensor, data: EpisodeData, idx: np.ndarray, horizon: int,
-    generator: torch.Generator | None, device: str | torch.device,
+    dyn: Dynamics,
+    latents: Tensor,
+    data: EpisodeData,
+    idx: np.ndarray,
+    horizon: int,
+    generator: torch.Generator | None,
+    device: str | torch.device,
 ) -> Tensor:
     """Predicted latents (B, horizon, C, h, w) from windows idx (B, K + horizon)."""
     k = dyn.cfg.context
@@ -67,8 +72,14 @@ def rollout_latents(
 
 @torch.no_grad()
 def evaluate_rollout_decode(
-    ae: Autoencoder, dyn: Dynamics, latents: Tensor, data: EpisodeData, idx: np.ndarray,
-    horizon: int, device: str | torch.device, seed: int = 1,
+    ae: Autoencoder,
+    dyn: Dynamics,
+    latents: Tensor,
+    data: EpisodeData,
+    idx: np.ndarray,
+    horizon: int,
+    device: str | torch.device,
+    seed: int = 1,
 ) -> dict[str, float]:
     """PSNR and T-mask IoU of decoded predicted frames vs real, over windows idx."""
     k = dyn.cfg.context
@@ -83,8 +94,14 @@ def evaluate_rollout_decode(
 
 
 def _step_fn(
-    ae: Autoencoder, dyn: Dynamics, latents: Tensor, data: EpisodeData, sampler: WindowSampler,
-    batch_size: int, opts: DecoderTrainOptions, device: str | torch.device,
+    ae: Autoencoder,
+    dyn: Dynamics,
+    latents: Tensor,
+    data: EpisodeData,
+    sampler: WindowSampler,
+    batch_size: int,
+    opts: DecoderTrainOptions,
+    device: str | torch.device,
 ) -> Callable[[LoopState], dict[str, Tensor]]:
     """The loop's step: decode rollout latents (and some real ones) against real frames."""
     k, hz = dyn.cfg.context, opts.horizon
@@ -138,18 +155,32 @@ def finetune_decoder(
     train_eps, val_eps = data.split(tc.val_fraction, tc.seed)
     sampler = WindowSampler(data, k + hz, train_eps)
     val_idx = WindowSampler(data, k + hz, val_eps if len(val_eps) else train_eps).sample(
-        32, np.random.default_rng(tc.seed + 1))
+        32, np.random.default_rng(tc.seed + 1)
+    )
     before = evaluate_rollout_decode(ae, dyn, latents, data, val_idx, hz, device)
     step_fn = _step_fn(ae, dyn, latents, data, sampler, tc.batch_size, opts, device)
 
     def save_fn(state: LoopState) -> None:
         nonlocal config
-        config = save_part(out_dir, "autoencoder", ae, config, decoder_steps=state.step,
-                           decoder_wall_s=round(state.elapsed_s, 1))
+        config = save_part(
+            out_dir,
+            "autoencoder",
+            ae,
+            config,
+            decoder_steps=state.step,
+            decoder_wall_s=round(state.elapsed_s, 1),
+        )
 
     metrics = run_training(
-        part="decoder", model_dir=out_dir, params=ae.decoder.parameters(), step_fn=step_fn,
-        save_fn=save_fn, cfg=tc, budget=budget, resume=resume, on_progress=on_progress,
+        part="decoder",
+        model_dir=out_dir,
+        params=ae.decoder.parameters(),
+        step_fn=step_fn,
+        save_fn=save_fn,
+        cfg=tc,
+        budget=budget,
+        resume=resume,
+        on_progress=on_progress,
         device=device,
     )
     after = evaluate_rollout_decode(ae, dyn, latents, data, val_idx, hz, device)

@@ -75,9 +75,12 @@ def encode_dataset(
 ) -> Tensor:
     """Normalised latents of every frame: (N, C, h, w) float16 on the CPU."""
     ae.eval()
-    out = [ae.encode_float(frames_batch(frames, np.arange(i, min(i + batch, len(frames))),
-                                        device)).half().cpu()
-           for i in range(0, len(frames), batch)]
+    out = [
+        ae.encode_float(frames_batch(frames, np.arange(i, min(i + batch, len(frames))), device))
+        .half()
+        .cpu()
+        for i in range(0, len(frames), batch)
+    ]
     return torch.cat(out).contiguous()
 
 
@@ -142,7 +145,12 @@ def unroll_context(
 
 
 def dynamics_loss(
-    dyn: Dynamics, z: Tensor, a: Tensor, s: Tensor, state: LoopState, unroll: int,
+    dyn: Dynamics,
+    z: Tensor,
+    a: Tensor,
+    s: Tensor,
+    state: LoopState,
+    unroll: int,
     opts: DynamicsTrainOptions,
 ) -> dict[str, Tensor]:
     """Consistency + state-head loss for a batch of windows of length >= K + 1 + unroll."""
@@ -153,8 +161,15 @@ def dynamics_loss(
     level = torch.rand(z.shape[0], generator=gen, device=z.device) * dyn.cfg.ctx_noise_max
     cond = dyn.make_cond(dyn.noisy_context(window, level, gen), level, a[:, unroll : unroll + k])
     x0 = dyn.target_from(z_next, window[:, -1])
-    ct = cm.consistency_training_step(dyn.model_fn, x0, cond, gen, progress=state.progress,
-                                      cfg=ccfg, compute_target=ccfg.ct_weight > 0)
+    ct = cm.consistency_training_step(
+        dyn.model_fn,
+        x0,
+        cond,
+        gen,
+        progress=state.progress,
+        cfg=ccfg,
+        compute_target=ccfg.ct_weight > 0,
+    )
     huber_c = ccfg.huber_c if ccfg.huber_c > 0 else cm.default_huber_c(ccfg.sigma_data)
     loss = torch.zeros((), device=z.device)
     out: dict[str, Tensor] = {"n_steps": torch.tensor(float(ct.n_steps))}
@@ -175,8 +190,13 @@ def dynamics_loss(
 
 @torch.no_grad()
 def evaluate_one_step(
-    dyn: Dynamics, latents: Tensor, data: EpisodeData, sampler: WindowSampler,
-    device: str | torch.device, n: int = 256, seed: int = 1,
+    dyn: Dynamics,
+    latents: Tensor,
+    data: EpisodeData,
+    sampler: WindowSampler,
+    device: str | torch.device,
+    n: int = 256,
+    seed: int = 1,
 ) -> dict[str, float]:
     """One-step latent MSE on held-out windows, and the copy-last-frame baseline's."""
     was_training = dyn.training
@@ -236,12 +256,26 @@ def train_dynamics(
 
     def save_fn(state: LoopState) -> None:
         nonlocal config
-        config = save_part(out_dir, "dynamics", dyn, config, steps=state.step,
-                           wall_s=round(state.elapsed_s, 1), data=data.source)
+        config = save_part(
+            out_dir,
+            "dynamics",
+            dyn,
+            config,
+            steps=state.step,
+            wall_s=round(state.elapsed_s, 1),
+            data=data.source,
+        )
 
     metrics = run_training(
-        part="dynamics", model_dir=out_dir, params=dyn.parameters(), step_fn=step_fn,
-        save_fn=save_fn, cfg=tc, budget=budget, resume=resume, on_progress=on_progress,
+        part="dynamics",
+        model_dir=out_dir,
+        params=dyn.parameters(),
+        step_fn=step_fn,
+        save_fn=save_fn,
+        cfg=tc,
+        budget=budget,
+        resume=resume,
+        on_progress=on_progress,
         device=device,
     )
     val = evaluate_one_step(dyn, latents, data, val_sampler, device)

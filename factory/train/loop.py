@@ -113,9 +113,7 @@ class LoopState:
     generator: torch.Generator = field(default_factory=torch.Generator)
 
 
-def _restore(
-    model_dir: Path, part: str, opt: torch.optim.Optimizer, state: LoopState
-) -> None:
+def _restore(model_dir: Path, part: str, opt: torch.optim.Optimizer, state: LoopState) -> None:
     saved = load_training_state(model_dir, part, opt, state.generator)
     if saved is None:
         log.info("no %s training state in %s: starting fresh", part, model_dir)
@@ -128,14 +126,22 @@ def _restore(
 
 
 def _checkpoint(
-    model_dir: Path, part: str, opt: torch.optim.Optimizer, state: LoopState,
+    model_dir: Path,
+    part: str,
+    opt: torch.optim.Optimizer,
+    state: LoopState,
     save_fn: Callable[[LoopState], None],
 ) -> None:
     save_fn(state)
     save_training_state(
-        model_dir, part, opt,
-        {"step": state.step, "elapsed_s": state.elapsed_s,
-         "numpy_rng": state.rng.bit_generator.state},
+        model_dir,
+        part,
+        opt,
+        {
+            "step": state.step,
+            "elapsed_s": state.elapsed_s,
+            "numpy_rng": state.rng.bit_generator.state,
+        },
         state.generator,
     )
 
@@ -161,8 +167,10 @@ def run_training(
     d = Path(model_dir)
     d.mkdir(parents=True, exist_ok=True)
     opt = torch.optim.AdamW(list(params), lr=cfg.lr, weight_decay=cfg.weight_decay)
-    state = LoopState(rng=np.random.default_rng(cfg.seed),
-                      generator=torch.Generator(device=device).manual_seed(cfg.seed))
+    state = LoopState(
+        rng=np.random.default_rng(cfg.seed),
+        generator=torch.Generator(device=device).manual_seed(cfg.seed),
+    )
     if resume:
         _restore(d, part, opt, state)
     smooth: dict[str, float] = {}
@@ -194,14 +202,20 @@ def run_training(
     _checkpoint(d, part, opt, state, save_fn)
     session = max(time.monotonic() - t0, 1e-9)
     out = dict(smooth)
-    out.update(step=float(state.step), elapsed_s=state.elapsed_s,
-               steps_per_s=(state.step - start_step) / session,
-               samples_per_s=(state.step - start_step) * cfg.batch_size / session)
+    out.update(
+        step=float(state.step),
+        elapsed_s=state.elapsed_s,
+        steps_per_s=(state.step - start_step) / session,
+        samples_per_s=(state.step - start_step) * cfg.batch_size / session,
+    )
     return out
 
 
-_PART_FIELDS = {"autoencoder": ("autoencoder",), "dynamics": ("dynamics", "consistency"),
-                "probe": ("probe",)}
+_PART_FIELDS = {
+    "autoencoder": ("autoencoder",),
+    "dynamics": ("dynamics", "consistency"),
+    "probe": ("probe",),
+}
 
 
 def stage_config(
@@ -223,7 +237,10 @@ def stage_config(
 
 
 def init_part(
-    model_dir: str | Path, name: str, config: WorldModelConfig, resume: bool,
+    model_dir: str | Path,
+    name: str,
+    config: WorldModelConfig,
+    resume: bool,
     device: str | torch.device,
 ) -> nn.Module:
     """The part to train: loaded from the directory when resuming it, else fresh."""

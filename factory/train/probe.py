@@ -32,8 +32,9 @@ from factory.train.loop import (
 log = logging.getLogger(__name__)
 
 
-def _targets(probe: StateProbe, data: EpisodeData, idx: np.ndarray, device: str | torch.device
-             ) -> Tensor:
+def _targets(
+    probe: StateProbe, data: EpisodeData, idx: np.ndarray, device: str | torch.device
+) -> Tensor:
     assert data.task_state is not None
     agent = torch.from_numpy(data.state[idx, :2]).to(device)
     block = torch.from_numpy(data.task_state[idx, :3]).to(device)
@@ -42,7 +43,10 @@ def _targets(probe: StateProbe, data: EpisodeData, idx: np.ndarray, device: str 
 
 @torch.no_grad()
 def evaluate_probe(
-    probe: StateProbe, data: EpisodeData, indices: np.ndarray, device: str | torch.device,
+    probe: StateProbe,
+    data: EpisodeData,
+    indices: np.ndarray,
+    device: str | torch.device,
     n: int = 512,
 ) -> dict[str, float]:
     """Mean agent / block position error (px) and block angle error (degrees)."""
@@ -91,19 +95,35 @@ def train_probe(
         idx = sample_frames(train_idx, tc.batch_size, state.rng)
         pred = probe(frames_batch(data.frames, idx, device))
         err = (pred - _targets(probe, data, idx, device)).pow(2)
-        return {"loss": err.mean(), "pos": err[:, :4].mean().detach(),
-                "angle": err[:, 4:].mean().detach()}
+        return {
+            "loss": err.mean(),
+            "pos": err[:, :4].mean().detach(),
+            "angle": err[:, 4:].mean().detach(),
+        }
 
     def save_fn(state: LoopState) -> None:
         nonlocal config
-        config = save_part(out_dir, "probe", probe, config, steps=state.step,
-                           wall_s=round(state.elapsed_s, 1), data=data.source)
+        config = save_part(
+            out_dir,
+            "probe",
+            probe,
+            config,
+            steps=state.step,
+            wall_s=round(state.elapsed_s, 1),
+            data=data.source,
+        )
 
     metrics = run_training(
-        part="probe", model_dir=out_dir, params=probe.parameters(), step_fn=step_fn,
-        save_fn=save_fn, cfg=tc, budget=budget, resume=resume, on_progress=on_progress,
+        part="probe",
+        model_dir=out_dir,
+        params=probe.parameters(),
+        step_fn=step_fn,
+        save_fn=save_fn,
+        cfg=tc,
+        budget=budget,
+        resume=resume,
+        on_progress=on_progress,
         device=device,
     )
-    metrics.update({f"val_{k}": v for k, v in evaluate_probe(probe, data, val_idx,
-                                                               device).items()})
+    metrics.update({f"val_{k}": v for k, v in evaluate_probe(probe, data, val_idx, device).items()})
     return metrics
