@@ -9,13 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from factories import tiny_config
 
 from factory.errors import ModelError
 from factory.model import (
-    AutoencoderConfig,
-    ConsistencyConfig,
-    DynamicsConfig,
-    ProbeConfig,
     WorldModelConfig,
     build_part,
     load_model_dir,
@@ -32,23 +29,6 @@ def _one_thread() -> Iterator[None]:
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(n)
-
-
-def tiny_config(action_dim: int = 2) -> WorldModelConfig:
-    return WorldModelConfig(
-        autoencoder=AutoencoderConfig(image_size=(32, 32), channels=(8, 16), blocks=(1, 1)),
-        dynamics=DynamicsConfig(
-            latent_size=(8, 8),
-            context=3,
-            channels=(16, 24),
-            emb_dim=32,
-            state_head_channels=8,
-            action_dim=action_dim,
-        ),
-        probe=ProbeConfig(image_size=(32, 32), channels=(8, 16), keypoints=4, hidden=32),
-        consistency=ConsistencyConfig(s0=4, s1=8, sigma_max=20.0),
-        name="tiny",
-    )
 
 
 def write_model(d: Path, cfg: WorldModelConfig | None = None) -> WorldModelConfig:

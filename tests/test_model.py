@@ -7,18 +7,17 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 import torch
+from factories import tiny_config, tiny_world_model
 
 from factory.errors import ModelError
 from factory.model import (
     Autoencoder,
     AutoencoderConfig,
-    ConsistencyConfig,
     Dynamics,
     DynamicsConfig,
     ProbeConfig,
     StateProbe,
     WorldModel,
-    WorldModelConfig,
 )
 from factory.model.dynamics import DynamicsCond
 
@@ -30,27 +29,6 @@ def _one_thread() -> Iterator[None]:
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(n)
-
-
-def tiny_config(k: int = 3) -> WorldModelConfig:
-    return WorldModelConfig(
-        autoencoder=AutoencoderConfig(image_size=(32, 32), channels=(8, 16), blocks=(1, 1)),
-        dynamics=DynamicsConfig(
-            latent_size=(8, 8), context=k, channels=(16, 24), emb_dim=32, state_head_channels=8
-        ),
-        probe=ProbeConfig(image_size=(32, 32), channels=(8, 16), keypoints=4, hidden=32),
-        consistency=ConsistencyConfig(s0=4, s1=8),
-    )
-
-
-def tiny_world_model(k: int = 3, seed: int = 0) -> WorldModel:
-    torch.manual_seed(seed)
-    cfg = tiny_config(k)
-    dyn = Dynamics(cfg.dynamics, cfg.consistency)
-    ae = Autoencoder(cfg.autoencoder)
-    for p in [*dyn.parameters(), *ae.decoder.out.parameters()]:  # no zero-init outputs
-        torch.nn.init.normal_(p, std=0.05)
-    return WorldModel(cfg, ae, dyn, StateProbe(cfg.probe)).eval()
 
 
 def random_frames(*shape: int, seed: int = 0) -> np.ndarray:
@@ -149,7 +127,7 @@ def test_rollout_shapes_and_determinism() -> None:
 
 
 def test_rollout_padding_and_long_context() -> None:
-    wm = tiny_world_model(k=4)
+    wm = tiny_world_model(context=4)
     wm.start(random_frames(2, 1), None, seed=0)  # one frame: padded to K
     assert wm._window is not None and wm._window.shape[1] == 4
     assert torch.equal(wm._window[:, 0], wm._window[:, 3])
