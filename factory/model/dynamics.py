@@ -3,11 +3,12 @@
 The network sees the K context latents z_{t-K+1..t} stacked on channels (with a small
 Gaussian noise of level ``ctx_level`` on them), the noisy target, coordinate channels,
 and an embedding of (noise level, context-noise level, the K actions applied at the
-window's frames: a_{t-K+1..t}) that modulates every residual block (AdaGN).
+window's frames: a_{t-K+1..t}) that modulates every residual block (AdaGN). With
+``action_xy_range`` the actions' xy are also drawn as Gaussian bumps on input channels.
 
-The consistency target ``x0`` is the latent delta z_{t+1} - z_t (``predict_delta``) or
-z_{t+1}, divided by the per-channel ``target_scale`` buffer so that it has std sigma_data.
-A small CNN head reads the robot state (e.g. agent xy) off a latent.
+The consistency target ``x0`` is z_{t+1} (default) or the delta z_{t+1} - z_t
+(``predict_delta``), divided by the per-channel ``target_scale`` buffer so that it has
+std sigma_data. A small keypoint head reads the robot state (e.g. agent xy) off a latent.
 """
 
 from __future__ import annotations
@@ -151,6 +152,8 @@ class Dynamics(nn.Module):
     state_mean: Tensor
     state_std: Tensor
     target_scale: Tensor
+    latent_low: Tensor
+    latent_high: Tensor
 
     def __init__(self, cfg: DynamicsConfig, consistency: ConsistencyConfig) -> None:
         super().__init__()
@@ -163,6 +166,8 @@ class Dynamics(nn.Module):
         self.register_buffer("state_mean", torch.zeros(cfg.state_dim))
         self.register_buffer("state_std", torch.ones(cfg.state_dim))
         self.register_buffer("target_scale", torch.ones(cfg.latent_channels))
+        self.register_buffer("latent_low", torch.full((cfg.latent_channels,), -1e4))
+        self.register_buffer("latent_high", torch.full((cfg.latent_channels,), 1e4))
 
     def normalise_actions(self, actions: Tensor) -> Tensor:
         """(..., A) raw -> normalised."""
@@ -229,10 +234,12 @@ class Dynamics(nn.Module):
     ) -> Tensor:
         """z_{t+1} (B, C, h, w) from the clean window (B, K, C, h, w) and normalised actions
         (B, K, A); context noise ``ctx_noise`` (default cfg). One network evaluation, plus
-        one per ``cfg.sample_sigmas``."""
+        one per ``cfg.sample_sigmas``. The result is clamped to the per-channel range of
+        the training latents (``latent_low/high``), a guard against blow-ups."""
         level_value = self.cfg.ctx_noise if ctx_noise is None else ctx_noise
         level = torch.full((window.shape[0],), level_value, device=window.device)
-        cond = self.make_cond(self.noisy_context(window, level, generator), level, actions)
+        noisy = self.noisy_context(window, level, generator)
+        cond = self.make_cond(noisy, level, actions)
         c = self.ccfg
         x0 = cm.sample_multistep(
             self.model_fn,
@@ -245,7 +252,13 @@ class Dynamics(nn.Module):
             device=window.device,
             dtype=window.dtype,
         )
-        return self.next_from(x0, window[:, -1])
+        z_next = self.next_from(x0, self.delta_base(window, noisy))
+        low, high = self.latent_low[:, None, None], self.latent_high[:, None, None]
+        return torch.maximum(torch.minimum(z_next, high), low)
+
+    def delta_base(self, window: Tensor, noisy: Tensor) -> Tensor:
+        """The latent the delta is added to: the last clean or noised context latent."""
+        return noisy[:, -1] if self.cfg.delta_from_noisy else window[:, -1]
 
     def read_state(self, z: Tensor) -> Tensor:
         """Robot state in raw units (B, S) from latents (B, C, h, w)."""

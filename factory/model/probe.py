@@ -26,7 +26,7 @@ class StateProbe(nn.Module):
         layers: list[nn.Module] = []
         c_prev = 5
         for i, c in enumerate(cfg.channels):
-            stride = 2 if i + 1 < len(cfg.channels) else 1
+            stride = 2 if i < cfg.downsample else 1
             layers += [nn.Conv2d(c_prev, c, 3, stride=stride, padding=1), nn.SiLU()]
             c_prev = c
         self.convs = nn.Sequential(*layers)
