@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import logging
 import os
+from collections.abc import Iterator
+from typing import Any
 
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -23,3 +26,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def ray_session() -> Iterator[Any]:
+    """One local Ray for the whole session (2 CPUs, no dashboard)."""
+    os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
+    import ray
+
+    started = not ray.is_initialized()
+    if started:
+        ray.init(
+            num_cpus=2,
+            include_dashboard=False,
+            object_store_memory=256 * 2**20,
+            logging_level=logging.WARNING,
+        )
+    yield ray
+    if started:
+        ray.shutdown()

@@ -43,8 +43,8 @@ def _run(
 
 
 def test_registry() -> None:
-    assert set(GENERATORS) == {"play", "expert", "replay"}
-    with pytest.raises(FactoryError, match="expert, play, replay"):
+    assert set(GENERATORS) == {"play", "expert", "replay", "policy"}
+    with pytest.raises(FactoryError, match="expert, play, policy, replay"):
         make_generator("nope")
     with pytest.raises(FactoryError, match="no parameter"):
         make_generator("play", warp_speed=3)

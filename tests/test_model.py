@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 
 import numpy as np
@@ -68,11 +69,17 @@ def test_bad_autoencoder_config() -> None:
 
 def test_dynamics_shapes_and_delta_target() -> None:
     cfg = tiny_config()
-    dyn = Dynamics(cfg.dynamics, cfg.consistency)
-    dyn.target_scale.fill_(0.5)
     z_last, z_next = torch.randn(2, 4, 8, 8), torch.randn(2, 4, 8, 8)
-    x0 = dyn.target_from(z_next, z_last)
+    delta_cfg = dataclasses.replace(cfg.dynamics, predict_delta=True)
+    delta = Dynamics(delta_cfg, cfg.consistency)
+    delta.target_scale.fill_(0.5)
+    x0 = delta.target_from(z_next, z_last)
     torch.testing.assert_close(x0, (z_next - z_last) / 0.5)
+    torch.testing.assert_close(delta.next_from(x0, z_last), z_next)
+    dyn = Dynamics(cfg.dynamics, cfg.consistency)  # default: the target is z_{t+1} itself
+    dyn.target_scale.fill_(0.5)
+    x0 = dyn.target_from(z_next, z_last)
+    torch.testing.assert_close(x0, z_next / 0.5)
     torch.testing.assert_close(dyn.next_from(x0, z_last), z_next)
     cond = dyn.make_cond(torch.randn(2, 3, 4, 8, 8), torch.rand(2), torch.randn(2, 3, 2))
     assert cond.action_maps is not None and cond.action_maps.shape == (2, 3, 8, 8)

@@ -75,6 +75,25 @@ class ModelWorld:
         agent, block = self.model.probe_frames(last)
         return self._obs(last, agent, block)
 
+    def start_slots(
+        self, slots: np.ndarray | list[int], frames: np.ndarray, actions: np.ndarray | None
+    ) -> WorldObs:
+        """Restart only rows ``slots`` (n,) from real context; the other rows go on.
+
+        frames: (n, K', H, W, 3) uint8; actions: (n, K'-1, A) or None. Needs a running
+        rollout (:meth:`reset` or :meth:`reset_from_context`). Returns the n restarted
+        rows' observations at their last context frame (probe readings), in slot order.
+        """
+        self.model.start_slots(slots, frames, actions)
+        last = frames[:, -1]
+        agent, block = self.model.probe_frames(last)
+        return self._obs(last, agent, block)
+
+    def keep_slots(self, slots: np.ndarray | list[int]) -> None:
+        """Keep only rows ``slots`` (in that order); the batch shrinks to ``len(slots)``."""
+        self.model.keep_slots(slots)
+        self.batch_size = self.model.batch_size
+
     def step(self, actions: np.ndarray) -> WorldObs:
         """actions: (B, A) float; non-finite actions are refused, the rest clipped."""
         actions = np.asarray(actions, np.float32)

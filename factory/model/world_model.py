@@ -67,7 +67,7 @@ class WorldModel(nn.Module):
         self.use_bf16 = False
         self._window: Tensor | None = None
         self._actions: Tensor | None = None
-        self._pad_pending = 0
+        self._pad_rows = torch.zeros(0, dtype=torch.bool)
         self._generator: torch.Generator | None = None
 
     @property
@@ -143,6 +143,64 @@ class WorldModel(nn.Module):
         float32 (the actions applied at all but the last context frame) or None when
         K' == 1. ``seed`` fixes the rollout's noise (own ``torch.Generator``).
         """
+        window, actions, pad = self._prepare_context(context_frames, context_actions)
+        self._window, self._actions, self._pad_rows = window, actions, pad
+        self._generator = torch.Generator(device=self.device).manual_seed(int(seed))
+
+    @torch.inference_mode()
+    def start_slots(
+        self,
+        slots: np.ndarray | list[int],
+        context_frames: np.ndarray | Tensor,
+        context_actions: np.ndarray | Tensor | None = None,
+    ) -> None:
+        """Restart only the batch rows ``slots`` (n,) from new context; the others go on.
+
+        context_frames: (n, K', H, W, 3) uint8; context_actions: (n, K'-1, A) or None, as in
+        :meth:`start`. Needs a running rollout (:meth:`start`); the noise generator is kept,
+        so the restarted rows draw from the same stream as the rest of the batch.
+        """
+        if self._window is None or self._actions is None:
+            raise RuntimeError("call start() before start_slots()")
+        rows = self._rows(slots)
+        window, actions, pad = self._prepare_context(context_frames, context_actions)
+        if window.shape[0] != len(rows):
+            raise ValueError(f"{len(rows)} slots but {window.shape[0]} context rollouts")
+        self._window[rows] = window
+        self._actions[rows] = actions
+        self._pad_rows[rows] = pad
+
+    @torch.inference_mode()
+    def keep_slots(self, slots: np.ndarray | list[int]) -> None:
+        """Keep only the batch rows ``slots`` (n,), in that order (drops finished rollouts)."""
+        if self._window is None or self._actions is None:
+            raise RuntimeError("call start() before keep_slots()")
+        rows = self._rows(slots)
+        self._window = self._window[rows].contiguous()
+        self._actions = self._actions[rows].contiguous()
+        self._pad_rows = self._pad_rows[rows]
+
+    @property
+    def batch_size(self) -> int:
+        """Rows of the running rollout (0 before :meth:`start`)."""
+        return 0 if self._window is None else int(self._window.shape[0])
+
+    def _rows(self, slots: np.ndarray | list[int]) -> Tensor:
+        rows = torch.as_tensor(np.asarray(slots, dtype=np.int64).reshape(-1))
+        b = self.batch_size
+        if len(rows) and (int(rows.min()) < 0 or int(rows.max()) >= b):
+            raise ValueError(f"slots {rows.tolist()} out of range for a batch of {b}")
+        if len(set(rows.tolist())) != len(rows):
+            raise ValueError(f"slots {rows.tolist()} repeat a row")
+        return rows.to(self.device)
+
+    def _prepare_context(
+        self, context_frames: np.ndarray | Tensor, context_actions: np.ndarray | Tensor | None
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """Latent window (B, K, C, h, w), normalised actions (B, K-1, A), pad rows (B,) bool.
+
+        A pad row had no context actions: its K-1 window actions take the first step's.
+        """
         _, dyn = self._require()
         frames = _to_tensor(context_frames, self.device)
         if frames.dim() != 5 or frames.shape[1] < 1:
@@ -164,10 +222,9 @@ class WorldModel(nn.Module):
         lat = torch.cat([lat[:, :1].expand(-1, n_pad, -1, -1, -1), lat], dim=1)
         acts = dyn.normalise_actions(acts)
         first = acts[:, :1] if acts.shape[1] else torch.zeros(b, 1, a_dim, device=self.device)
-        self._actions = torch.cat([first.expand(-1, k - 1 - acts.shape[1], -1), acts], dim=1)
-        self._pad_pending = k - 1 - acts.shape[1] if acts.shape[1] == 0 else 0
-        self._window = lat.contiguous()
-        self._generator = torch.Generator(device=self.device).manual_seed(int(seed))
+        window_actions = torch.cat([first.expand(-1, k - 1 - acts.shape[1], -1), acts], dim=1)
+        pad = torch.full((b,), acts.shape[1] == 0 and k > 1, dtype=torch.bool, device=self.device)
+        return lat.contiguous(), window_actions.contiguous(), pad
 
     @torch.inference_mode()
     def step(self, actions: np.ndarray | Tensor) -> StepOutput:
@@ -178,9 +235,10 @@ class WorldModel(nn.Module):
         a = dyn.normalise_actions(_to_tensor(actions, self.device))
         if tuple(a.shape) != (self._window.shape[0], dyn.cfg.action_dim):
             raise ValueError(f"actions must be (B, A), got {tuple(a.shape)}")
-        if self._pad_pending:
-            self._actions[:, : self._pad_pending] = a[:, None]
-            self._pad_pending = 0
+        if bool(self._pad_rows.any()):
+            pad = self._pad_rows
+            self._actions[pad] = a[pad][:, None].expand(-1, self._actions.shape[1], -1)
+            self._pad_rows = torch.zeros_like(pad)
         act_window = torch.cat([self._actions, a[:, None]], dim=1)
         with self._autocast():
             z = dyn.sample_next(self._window, act_window, self._generator).float()

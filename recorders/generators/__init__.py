@@ -1,4 +1,4 @@
-"""Scripted action generators, by name: ``play``, ``expert`` and ``replay``."""
+"""Action generators, by name: scripted ``play`` and ``expert``, ``replay``, and ``policy``."""
 
 from __future__ import annotations
 
@@ -35,10 +35,22 @@ def _make_replay(**params: Any) -> ActionGenerator:
     return ReplayGenerator(params["actions"], params["config"])
 
 
+def _make_policy(**params: Any) -> ActionGenerator:
+    from recorders.generators.policy import PolicyGenerator
+
+    if "path" not in params:
+        raise FactoryError("generator 'policy' needs path= (a LeRobot checkpoint directory)")
+    extra = sorted(set(params) - {"path", "device", "label"})
+    if extra:
+        raise FactoryError(f"generator 'policy' has no parameter(s) {', '.join(extra)}")
+    return PolicyGenerator(**params)
+
+
 GENERATORS: dict[str, Callable[..., ActionGenerator]] = {
     "play": _make_play,
     "expert": _make_expert,
     "replay": _make_replay,
+    "policy": _make_policy,
 }
 """Registry: generator name -> factory(**params)."""
 

@@ -1,0 +1,244 @@
+"""Write episodes of an :class:`~factory.store.EpisodeStore` as a LeRobotDataset v3.0, through
+lerobot's own writer (``LeRobotDataset.create`` / ``add_frame`` / ``save_episode`` /
+``finalize``). Nothing of the format is written here by hand.
+
+Videos are encoded by lerobot's streaming encoder: one PyAV encoder thread per camera runs
+while the next frames are added (PyAV releases the GIL), instead of writing PNG files
+first and encoding them at the end of each episode. Its frame queue is sized to hold a
+whole episode, so it never drops a frame; episodes too large for that fall back to
+lerobot's PNG path, with its image-writer threads.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from exporters.lerobot_common import (
+    PROVENANCE,
+    RESERVED,
+    VIDEO_BACKEND,
+    feature_name,
+    provenance_text,
+    require_lerobot,
+)
+from factory.errors import FactoryError
+from factory.store import EpisodeMeta, EpisodeStore
+
+log = logging.getLogger(__name__)
+
+DEFAULT_CRF = {"libsvtav1": 30, "h264": 23}  # both >= 35 dB PSNR on 96 px PushT frames
+STREAMING_MAX_BYTES = 1 << 30  # largest episode (all cameras) held in the encoder queue
+IMAGE_WRITER_THREADS = 2
+
+
+@dataclass(frozen=True)
+class VideoOptions:
+    """How cameras are encoded: ``vcodec`` (``libsvtav1`` | ``h264``), ``crf`` (None: the
+    codec's entry in :data:`DEFAULT_CRF`), ``encoder_threads`` per encoder (None: codec's
+    choice)."""
+
+    vcodec: str = "libsvtav1"
+    crf: int | None = None
+    encoder_threads: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.vcodec not in DEFAULT_CRF:
+            raise FactoryError(
+                f"unknown --vcodec {self.vcodec!r}; use one of {', '.join(DEFAULT_CRF)}"
+            )
+        if self.crf is not None and not 0 <= self.crf <= 63:
+            raise FactoryError(f"--crf must be in [0, 63], got {self.crf}")
+
+
+@dataclass(frozen=True)
+class WriteRequest:
+    """One export: ``episodes`` (store indices, in order) of ``store`` into a new ``root``.
+
+    ``video`` None stores frames as PNG images (lossless); ``task`` overrides each
+    episode's task string.
+    """
+
+    store: EpisodeStore
+    episodes: Sequence[int]
+    root: Path
+    repo_id: str
+    video: VideoOptions | None
+    task: str | None = None
+
+
+EpisodeCallback = Callable[[int, int, int], None]  # (episodes done, total, frames done)
+
+
+def lerobot_features(store: EpisodeStore, video: bool) -> dict[str, dict[str, Any]]:
+    """LeRobot feature specs for every data key of ``store``, plus the provenance string.
+
+    Images must be (H, W, 3) uint8. Raises :class:`FactoryError` for a store without an
+    image key or ``action``, or with a key that clashes with LeRobot's own columns.
+    """
+    schema = store.schema
+    if not schema.image_keys:
+        raise FactoryError(
+            f"{store.path} has no image key (keys: {', '.join(schema.keys)}); "
+            "a LeRobot export needs camera frames"
+        )
+    if "action" not in schema.keys:
+        raise FactoryError(f"{store.path} has no 'action' key; a LeRobot export needs actions")
+    features: dict[str, dict[str, Any]] = {}
+    for key, spec in schema.keys.items():
+        name = feature_name(key)
+        if name in RESERVED:
+            raise FactoryError(f"{store.path}: key {key!r} clashes with a LeRobot column name")
+        if key in schema.image_keys:
+            if len(spec.shape) != 3 or spec.shape[2] != 3 or spec.dtype != "uint8":
+                raise FactoryError(
+                    f"{store.path}: image key {key!r} is {spec.shape} {spec.dtype}; "
+                    "LeRobot cameras need (H, W, 3) uint8"
+                )
+            features[name] = {
+                "dtype": "video" if video else "image",
+                "shape": spec.shape,
+                "names": ["height", "width", "channels"],
+            }
+        else:
+            features[name] = {
+                "dtype": spec.dtype,
+                "shape": spec.shape,
+                "names": _names(store, key, spec.shape),
+            }
+    features[PROVENANCE] = {"dtype": "string", "shape": (1,), "names": None}
+    return features
+
+
+def _names(store: EpisodeStore, key: str, shape: tuple[int, ...]) -> list[str] | None:
+    """Per-dimension names of a 1-D key: the store's ``<key>_names`` attr or ``key_i``."""
+    if len(shape) != 1:
+        return None
+    given = store.attrs.get(f"{key}_names")
+    if isinstance(given, list) and len(given) == shape[0]:
+        return [str(n) for n in given]
+    return [f"{key}_{i}" for i in range(shape[0])]
+
+
+def store_info(store: EpisodeStore) -> dict[str, Any]:
+    """Store-level facts carried in every provenance record."""
+    return {
+        "name": store.path.name,
+        "fps": store.fps,
+        "action_meaning": store.action_meaning,
+        "attrs": store.attrs,
+    }
+
+
+def integer_fps(store: EpisodeStore) -> int:
+    """The store's fps as the integer LeRobot needs (:class:`FactoryError` otherwise)."""
+    fps = store.fps
+    if fps <= 0 or fps != round(fps):
+        raise FactoryError(f"{store.path} has fps={fps}; a LeRobot dataset needs a whole fps")
+    return round(fps)
+
+
+def write_dataset(req: WriteRequest, on_episode: EpisodeCallback | None = None) -> dict[str, Any]:
+    """Write the requested episodes into the new folder ``req.root`` and finalize it.
+
+    Returns ``{"episodes", "frames", "features", "seconds"}``. The caller owns ``root``:
+    on failure it is left half-written, for the caller to delete.
+    """
+    lerobot = require_lerobot()
+    store = req.store
+    features = lerobot_features(store, video=req.video is not None)
+    metas = req.store.all_meta()
+    tasks = _tasks(req, metas)
+    start = time.perf_counter()
+    dataset = lerobot.LeRobotDataset.create(
+        req.repo_id,
+        integer_fps(store),
+        features,
+        root=req.root,
+        robot_type=str(store.attrs.get("env", "")) or None,
+        use_videos=req.video is not None,
+        video_backend=VIDEO_BACKEND,
+        **writer_options(req),
+    )
+    info = store_info(store)
+    keys = {k: feature_name(k) for k in store.schema.keys}
+    frames = 0
+    try:
+        for n, index in enumerate(req.episodes, start=1):
+            # Read in this thread: a reader thread measured slower (0.86-0.875x against 0.96x
+            # of the direct loop): it fights add_frame and zarr's I/O thread for the GIL.
+            data = store.episode(index).to_dict()
+            prov = provenance_text(metas[index], index, info)
+            for t in range(len(data["action"])):
+                frame: dict[str, Any] = {name: data[key][t] for key, name in keys.items()}
+                frame["task"] = tasks[index]
+                frame[PROVENANCE] = prov
+                dataset.add_frame(frame)
+            dataset.save_episode()
+            frames += len(data["action"])
+            if on_episode is not None:
+                on_episode(n, len(req.episodes), frames)
+    finally:
+        dataset.finalize()
+    seconds = time.perf_counter() - start
+    _check_written(dataset, len(req.episodes), frames)
+    return {
+        "episodes": len(req.episodes),
+        "frames": frames,
+        "features": list(features),
+        "seconds": seconds,
+    }
+
+
+def _tasks(req: WriteRequest, metas: list[EpisodeMeta]) -> dict[int, str]:
+    """Task string of each exported episode: ``req.task``, the episode's, or the store's."""
+    fallback = str(req.store.attrs.get("task", ""))
+    out = {}
+    for i in req.episodes:
+        task = req.task or metas[i].task or fallback
+        if not task:
+            raise FactoryError(
+                f'episode {i} of {req.store.path} has no task string; pass --task "..."'
+            )
+        out[i] = task
+    return out
+
+
+def writer_options(req: WriteRequest) -> dict[str, Any]:
+    """Keyword arguments of ``LeRobotDataset.create`` for the encoder and image writer."""
+    if req.video is None:
+        return {"image_writer_threads": IMAGE_WRITER_THREADS}
+    from lerobot.configs import RGBEncoderConfig
+
+    crf = req.video.crf if req.video.crf is not None else DEFAULT_CRF[req.video.vcodec]
+    opts: dict[str, Any] = {
+        "rgb_encoder": RGBEncoderConfig(vcodec=req.video.vcodec, crf=crf),
+        "encoder_threads": req.video.encoder_threads,
+    }
+    lengths = req.store.episode_lengths[list(req.episodes)]
+    longest = int(lengths.max()) if len(lengths) else 1
+    frame_bytes = sum(
+        int(np.prod(req.store.schema.keys[k].shape)) for k in req.store.schema.image_keys
+    )
+    if longest * frame_bytes <= STREAMING_MAX_BYTES:
+        opts.update(streaming_encoding=True, encoder_queue_maxsize=longest + 1)
+    else:
+        log.info("episodes of %d frames: encoding through PNG files", longest)
+        opts["image_writer_threads"] = IMAGE_WRITER_THREADS
+    return opts
+
+
+def _check_written(dataset: Any, episodes: int, frames: int) -> None:
+    """lerobot's own counts of the finished dataset must be what was written."""
+    meta = dataset.meta
+    if (meta.total_episodes, meta.total_frames) != (episodes, frames):
+        raise RuntimeError(
+            f"lerobot wrote {meta.total_episodes} episodes / {meta.total_frames} frames, "
+            f"expected {episodes} / {frames}"
+        )

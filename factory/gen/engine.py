@@ -1,0 +1,237 @@
+"""The continuous-batching rollout engine: B episode slots of one model, in lockstep.
+
+Every model step advances all live slots with one forward pass. Each slot runs its own
+generator closed-loop on what the model returns: the frame, the robot state from the
+dynamics' state head and the block pose from the state probe (``ModelWorld`` fills them).
+When a slot's episode ends (its step budget, or the probe's success when the job asks to
+stop on success), the episode is yielded and the slot restarts at once with the next job
+(:meth:`WorldModel.start_slots`); when the jobs run out, finished slots are dropped
+(:meth:`WorldModel.keep_slots`) so the tail runs on a smaller batch.
+
+The model's sampling noise is one seeded stream per engine run, shared by the batch rows,
+so a generated episode's frames depend on its batch neighbours; its actions depend only on
+its seed, its initial frame and what the model showed it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from itertools import islice
+from typing import Any
+
+import numpy as np
+
+from factory.envs import make_world
+from factory.envs.model_world import ModelWorld
+from factory.errors import FactoryError
+from factory.gen.jobs import GeneratedEpisode, GenJob, SlotGenerator
+from factory.model import WorldModel
+from factory.store import EpisodeMeta
+from factory.world import Observation, World
+
+log = logging.getLogger(__name__)
+
+MakeGenerator = Callable[..., SlotGenerator]
+"""``make_generator(name, **params)`` -> a fresh generator for one episode."""
+
+
+@dataclass(frozen=True)
+class _Init:
+    """A job's context: frames (K', H, W, 3) uint8, actions (K'-1, A) or None, provenance."""
+
+    frames: np.ndarray
+    actions: np.ndarray | None
+    kind: str  # "seed" | "config" | "store"
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class _Slot:
+    """One episode in progress: its generator and the recorded steps so far."""
+
+    def __init__(self, job: GenJob, generator: SlotGenerator, obs: Observation, init: _Init):
+        self.job, self.gen, self.obs, self.init = job, generator, obs, init
+        self.start = time.perf_counter()
+        self.frames: list[np.ndarray] = []
+        self.actions: list[np.ndarray] = []
+        self.states: list[np.ndarray] = []
+        self.task_states: list[np.ndarray] = []
+        self.scores: list[float] = []
+        self.succeeded = False
+        generator.reset(job.seed, obs)
+
+    def act(self) -> np.ndarray:
+        """The generator's next action (A,), recorded with the observation it answers."""
+        action = np.asarray(self.gen.act(self.obs), dtype=np.float32)
+        self._record(self.obs, action)
+        return action
+
+    def observe(self, obs: Observation, action: np.ndarray) -> bool:
+        """Take the model's answer; True when the episode is over."""
+        self.obs = obs
+        self.scores.append(obs.score)
+        self.succeeded = self.succeeded or obs.success
+        if self.job.stop_on_success and self.succeeded:
+            self._record(obs, action)  # the last frame shows the success (hold action)
+            return True
+        return len(self.actions) >= self.job.steps
+
+    def _record(self, obs: Observation, action: np.ndarray) -> None:
+        self.frames.append(obs.frame.copy())
+        self.actions.append(action)
+        self.states.append(np.asarray(obs.state, np.float32).copy())
+        self.task_states.append(np.asarray(obs.task_state, np.float32).copy())
+
+    def result(self, world: ModelWorld, model_id: str) -> GeneratedEpisode:
+        data = {
+            "image": np.stack(self.frames),
+            "action": np.stack(self.actions),
+            "state": np.stack(self.states),
+            "gt_state": np.stack(self.task_states),
+        }
+        final = self.scores[-1] if self.scores else self.obs.score
+        meta = EpisodeMeta(
+            source="world_model",
+            generator=self.gen.name,
+            generator_params={**self.gen.params(), **self.job.params_extra},
+            seed=int(self.job.seed),
+            model_id=model_id,
+            task=world.spec.task,
+            success=self.succeeded,
+            score=float(final),
+            wall_time_s=time.perf_counter() - self.start,
+            extra={
+                "max_score": float(max(self.scores, default=final)),
+                "world": world.spec.name,
+                "task_state": "probe",
+                "initial": self.init.kind,
+                **self.init.extra,
+                **self.job.extra,
+            },
+        )
+        return GeneratedEpisode(data=data, meta=meta)
+
+
+class RolloutEngine:
+    """Runs :class:`GenJob` s through ``batch_size`` slots of one world model.
+
+    ``renderer`` (batch size 1) renders seeded or configured initial frames (default: the
+    ``world`` ground truth at the model's resolution). ``seed`` seeds the model's noise.
+    """
+
+    def __init__(
+        self,
+        model: WorldModel,
+        make_generator: MakeGenerator,
+        *,
+        batch_size: int = 16,
+        world: str = "pusht",
+        renderer: World | None = None,
+        seed: int = 0,
+        model_id: str = "",
+    ) -> None:
+        if batch_size < 1:
+            raise FactoryError(f"--batch-size must be >= 1, got {batch_size}")
+        res = model.config.image_shape[0]
+        self.renderer = renderer or make_world(world, batch_size=1, resolution=res)
+        self.world = ModelWorld(
+            model, world=world, batch_size=batch_size, renderer=self.renderer, seed=seed
+        )
+        self.batch_size = batch_size
+        self.make_generator = make_generator
+        self.model_id = model_id
+        self.seed = seed
+
+    def run(self, jobs: Iterable[GenJob]) -> Iterator[GeneratedEpisode]:
+        """Generate every job's episode; yields each as soon as it ends (any order).
+
+        ``jobs`` is read lazily: a job is taken only when a slot is free for it.
+        """
+        pending = iter(jobs)
+        first = list(islice(pending, self.batch_size))
+        if not first:
+            return
+        slots = self._start_batch(first)
+        while slots:
+            actions = np.stack([s.act() for s in slots])
+            out = self.world.step(actions)
+            done = [r for r, s in enumerate(slots) if s.observe(out.item(r), actions[r])]
+            for r in done:
+                yield slots[r].result(self.world, self.model_id)
+            if done:
+                slots = self._refill(slots, done, pending)
+
+    def _start_batch(self, jobs: list[GenJob]) -> list[_Slot]:
+        """Start the rollout: B rows of the first context, then each job in its row."""
+        inits = [self._initial(j) for j in jobs]
+        b = self.batch_size
+        first = inits[0]
+        self.world.batch_size = b  # a previous run may have shrunk it
+        self.world.reset_from_context(
+            np.repeat(first.frames[None], b, axis=0),
+            None if first.actions is None else np.repeat(first.actions[None], b, axis=0),
+            seed=self.seed,
+        )
+        if len(jobs) < b:
+            self.world.keep_slots(list(range(len(jobs))))
+        return self._start_rows(list(range(len(jobs))), jobs, inits)
+
+    def _refill(
+        self, slots: list[_Slot], done: list[int], pending: Iterator[GenJob]
+    ) -> list[_Slot]:
+        new = list(islice(pending, len(done)))
+        rows = done[: len(new)]
+        if new:
+            for r, slot in zip(rows, self._start_rows(rows, new), strict=True):
+                slots[r] = slot
+        gone = set(done[len(new) :])
+        if not gone:
+            return slots
+        keep = [r for r in range(len(slots)) if r not in gone]
+        if keep:
+            self.world.keep_slots(keep)
+        return [slots[r] for r in keep]
+
+    def _start_rows(
+        self,
+        rows: list[int],
+        jobs: list[GenJob],
+        inits: list[_Init] | None = None,
+    ) -> list[_Slot]:
+        """Restart ``rows`` with ``jobs`` (grouped by context shape); their new slots."""
+        inits = inits or [self._initial(j) for j in jobs]
+        slots: dict[int, _Slot] = {}
+        groups: dict[tuple[int, bool], list[int]] = {}
+        for i, init in enumerate(inits):
+            groups.setdefault((len(init.frames), init.actions is None), []).append(i)
+        for members in groups.values():
+            frames = np.stack([inits[i].frames for i in members])
+            acts = [inits[i].actions for i in members]
+            actions = None if acts[0] is None else np.stack(acts)  # type: ignore[arg-type]
+            obs = self.world.start_slots([rows[i] for i in members], frames, actions)
+            for k, i in enumerate(members):
+                gen = self.make_generator(jobs[i].generator, **jobs[i].generator_params)
+                slots[i] = _Slot(jobs[i], gen, obs.item(k), inits[i])
+        return [slots[i] for i in range(len(jobs))]
+
+    def _initial(self, job: GenJob) -> _Init:
+        """The job's context: real frames from a store, or a ground-truth reset's frame."""
+        if job.context_frames is not None:
+            frames = np.asarray(job.context_frames, np.uint8)
+            if frames.ndim != 4 or len(frames) < 1:
+                raise FactoryError(f"context frames must be (K', H, W, 3), got {frames.shape}")
+            acts = job.context_actions
+            return _Init(frames, None if acts is None or len(frames) == 1 else acts, "store")
+        if job.config is not None:
+            obs = self.renderer.reset(configs=np.asarray(job.config, np.float64)[None])
+            kind = "config"
+        else:
+            obs = self.renderer.reset(seeds=np.array([job.seed]))
+            kind = "seed"
+        config = [float(v) for v in (*obs.state[0], *obs.task_state[0])]
+        return _Init(obs.frames[:1], None, kind, {"initial_config": config})
+
+    def close(self) -> None:
+        self.world.close()

@@ -1,0 +1,66 @@
+"""What one generated episode is made from (:class:`GenJob`) and what comes out of it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from factory.store import EpisodeMeta
+from factory.world import Observation
+
+
+class SlotGenerator(Protocol):
+    """A closed-loop action source (``recorders.generators.ActionGenerator`` fits)."""
+
+    name: str
+
+    def params(self) -> dict[str, Any]: ...
+
+    def reset(self, seed: int, obs: Observation) -> None: ...
+
+    def act(self, obs: Observation) -> np.ndarray: ...
+
+
+@dataclass(frozen=True)
+class GenJob:
+    """One episode to generate.
+
+    The initial frame comes from ``context_frames`` (K', H, W, 3) uint8 with
+    ``context_actions`` (K'-1, A) when given (real frames from a store), otherwise from the
+    ground-truth env's reset to ``config`` (C,) or, without one, to ``seed``. The generator
+    is ``generator`` built with ``generator_params``; ``params_extra`` (e.g. a replay's
+    perturbation) joins its recorded parameters and ``extra`` the episode's ``meta.extra``.
+    """
+
+    seed: int
+    generator: str
+    generator_params: dict[str, Any]
+    steps: int
+    stop_on_success: bool = False
+    config: np.ndarray | None = None
+    context_frames: np.ndarray | None = None
+    context_actions: np.ndarray | None = None
+    params_extra: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.steps < 1:
+            raise ValueError(f"a job needs steps >= 1, got {self.steps}")
+
+
+@dataclass(frozen=True)
+class GeneratedEpisode:
+    """One generated episode, ready for ``EpisodeStore.append_episode(data, meta)``.
+
+    data: ``image`` (T, H, W, 3) uint8, ``action`` (T, A) float32, ``state`` (T, S) float32
+    (the dynamics' state head), ``gt_state`` (T, 3) float32 (the probe's block pose).
+    """
+
+    data: dict[str, np.ndarray]
+    meta: EpisodeMeta
+
+    @property
+    def frames(self) -> int:
+        return len(self.data["action"])

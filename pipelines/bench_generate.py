@@ -1,0 +1,225 @@
+"""``factory bench generate``: batched generation against a batch-1 loop, same run.
+
+    factory bench generate --json                          # the shipped model
+    factory bench generate --model runs/model --episodes 32 --steps 50 --json
+    factory bench generate --model runs/model --resolution 128 --device cuda --json
+
+Every run generates the same episodes (seeds 0..N-1, the same generator and steps) with
+the same model, each into its own fresh store through the single writer:
+
+- ``batch1``: one process, a batch-1 ``ModelWorld`` stepped by ``run_episode``;
+- ``engine``: one process, :class:`factory.gen.RolloutEngine` with ``--batch-size`` slots;
+- ``ray_1`` / ``ray_2``: ``factory generate`` with 1 and 2 Ray workers (startup excluded).
+
+Each process or worker uses ``--threads`` torch threads. ``batched_fps`` is ``ray_1``'s
+frames/s (the full ``factory generate`` path); ``ratio`` = batched_fps / batch1_fps.
+``--resolution R`` times a randomly initialised copy of the model's architecture at R px
+(speed only; the weights do not change the work).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from factory.envs.model_world import ModelWorld
+from factory.errors import FactoryError
+from factory.gen import GenJob, RolloutEngine
+from factory.model import PARTS, build_part, load_model_dir, read_config, save_part
+from factory.store import EpisodeStore
+from pipelines.collect import open_output
+from pipelines.generate import GenerateConfig, run_generate
+from pipelines.models import DEFAULT_MODEL, model_identity
+from recorders.generators import make_generator
+from recorders.rollout import run_episode
+
+Progress = Callable[[int, int, str], None]
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    """What the generate benchmark measures."""
+
+    model: Path | None = None
+    episodes: int = 32
+    steps: int = 50
+    batch_size: int = 16
+    generator: str = "play"
+    threads: int = 1
+    resolution: int | None = None
+    device: str = "cpu"
+
+
+def _model_dir(cfg: BenchConfig, tmp: Path) -> Path:
+    model_dir = cfg.model or DEFAULT_MODEL
+    if cfg.model is None and not (model_dir / "config.json").exists():
+        raise FactoryError(f"no shipped model at {model_dir}; pass --model DIR")
+    if cfg.resolution is None:
+        return model_dir
+    return resized_model(model_dir, cfg.resolution, tmp / f"model{cfg.resolution}")
+
+
+def resized_model(model_dir: Path, resolution: int, dest: Path) -> Path:
+    """A random-weight model with ``model_dir``'s architecture at ``resolution`` px."""
+    cfg = read_config(model_dir)
+    size = (resolution, resolution)
+    ae = dataclasses.replace(cfg.autoencoder, image_size=size)
+    dyn = dataclasses.replace(cfg.dynamics, latent_size=ae.latent_size)
+    probe = dataclasses.replace(cfg.probe, image_size=size)
+    new = dataclasses.replace(cfg, autoencoder=ae, dynamics=dyn, probe=probe, parts=())
+    for name in PARTS:
+        new = save_part(dest, name, build_part(name, new), new, steps=0, data="bench")
+    return dest
+
+
+def _jobs(cfg: BenchConfig) -> list[GenJob]:
+    return [GenJob(seed, cfg.generator, {}, cfg.steps) for seed in range(cfg.episodes)]
+
+
+def _store(path: Path, resolution: int) -> EpisodeStore:
+    from factory.envs.pusht import pusht_spec
+
+    return open_output(path, pusht_spec(resolution), resolution, append=False)
+
+
+def _batch1(cfg: BenchConfig, model_dir: Path, tmp: Path, progress: Progress) -> dict[str, Any]:
+    model = load_model_dir(model_dir, device=cfg.device)
+    world = ModelWorld(model, batch_size=1, seed=0)
+    frames = 0
+    with _store(tmp / "batch1.zarr", model.config.image_shape[0]) as store:
+        start = time.perf_counter()
+        for i, job in enumerate(_jobs(cfg)):
+            gen = make_generator(job.generator)
+            ep = run_episode(world, gen, job.seed, job.steps, source="world_model")
+            store.append_episode(ep.data, ep.meta)
+            frames += len(ep.data["action"])
+            progress(i + 1, cfg.episodes, "batch-1 loop")
+        seconds = time.perf_counter() - start
+    world.close()
+    return {"frames": frames, "seconds": seconds, "fps": frames / seconds}
+
+
+def _engine(cfg: BenchConfig, model_dir: Path, tmp: Path, progress: Progress) -> dict[str, Any]:
+    model = load_model_dir(model_dir, device=cfg.device)
+    engine = RolloutEngine(model, make_generator, batch_size=cfg.batch_size, seed=0)
+    frames = 0
+    with _store(tmp / "engine.zarr", model.config.image_shape[0]) as store:
+        start = time.perf_counter()
+        for i, ep in enumerate(engine.run(_jobs(cfg))):
+            store.append_episode(ep.data, ep.meta)
+            frames += ep.frames
+            progress(i + 1, cfg.episodes, f"engine batch {cfg.batch_size}")
+        seconds = time.perf_counter() - start
+    engine.close()
+    return {"frames": frames, "seconds": seconds, "fps": frames / seconds}
+
+
+def _ray(
+    cfg: BenchConfig, model_dir: Path, tmp: Path, workers: int, progress: Progress
+) -> dict[str, Any]:
+    gcfg = GenerateConfig(
+        out=tmp / f"ray{workers}.zarr",
+        generator=cfg.generator,
+        episodes=cfg.episodes,
+        model=model_dir,
+        steps=cfg.steps,
+        batch_size=cfg.batch_size,
+        workers=workers,
+        stop_on_success=False,
+        device=cfg.device,
+        cpus_per_worker=float(cfg.threads),
+    )
+    s = run_generate(gcfg, lambda p: progress(p.tried, p.total, f"ray {workers} worker(s)"))
+    return {
+        "frames": s["frames_generated"],
+        "seconds": s["generate_s"],
+        "fps": s["frames_per_s"],
+        "startup_s": s["startup_s"],
+        "worker_restarts": s["worker_restarts"],
+    }
+
+
+def _two_workers_fit(cfg: BenchConfig) -> bool:
+    """Whether 2 workers fit the local Ray: 2 GPUs on a GPU run, 2 CPUs otherwise."""
+    import ray
+
+    res = ray.cluster_resources()
+    if cfg.device != "cpu":
+        return res.get("GPU", 0) >= 2
+    return res.get("CPU", 0) >= 2 * cfg.threads
+
+
+def run_bench(cfg: BenchConfig, progress: Progress | None = None) -> dict[str, Any]:
+    """Run the four measurements; one JSON-able dict (``batched_fps``, ``batch1_fps``,
+    ``ratio`` and the details)."""
+    if cfg.episodes <= 0 or cfg.steps <= 0 or cfg.batch_size <= 0 or cfg.threads <= 0:
+        raise FactoryError("--episodes, --steps, --batch-size and --threads must be positive")
+    report: Progress = progress or (lambda _d, _t, _n: None)
+    from pipelines.generate_ray import connect
+
+    torch.set_num_threads(cfg.threads)
+    with tempfile.TemporaryDirectory(prefix="bench-generate-") as name:
+        tmp = Path(name)
+        model_dir = _model_dir(cfg, tmp)
+        batch1 = _batch1(cfg, model_dir, tmp, report)
+        engine = _engine(cfg, model_dir, tmp, report)
+        started = connect(None)
+        try:
+            ray1 = _ray(cfg, model_dir, tmp, 1, report)
+            ray2 = _ray(cfg, model_dir, tmp, 2, report) if _two_workers_fit(cfg) else None
+        finally:
+            if started:
+                import ray
+
+                ray.shutdown()
+        model_id = model_identity(model_dir)
+        resolution = read_config(model_dir).image_shape[0]
+    return {
+        "bench": "generate",
+        "model_id": model_id,
+        "resolution": resolution,
+        "cpus": os.cpu_count(),
+        "device": cfg.device,
+        "threads": cfg.threads,
+        "generator": cfg.generator,
+        "episodes": cfg.episodes,
+        "steps": cfg.steps,
+        "batch_size": cfg.batch_size,
+        "batch1_fps": batch1["fps"],
+        "engine_fps": engine["fps"],
+        "batched_fps": ray1["fps"],
+        "ratio": ray1["fps"] / batch1["fps"],
+        "engine_ratio": engine["fps"] / batch1["fps"],
+        "workers_2_fps": ray2["fps"] if ray2 else None,
+        "workers_2_vs_1": ray2["fps"] / ray1["fps"] if ray2 else None,
+        "runs": {"batch1": batch1, "engine": engine, "ray_1": ray1, "ray_2": ray2},
+    }
+
+
+def render_bench(result: dict[str, Any]) -> None:
+    """A small table of the bench result on stderr."""
+    from rich.table import Table
+
+    from pipelines.console import err_console
+
+    table = Table(title=f"generate bench ({result['model_id']}, {result['resolution']} px)")
+    for col in ("run", "frames/s", "vs batch-1"):
+        table.add_column(col)
+    base = result["batch1_fps"]
+    for run, fps in (
+        ("batch-1 loop", base),
+        (f"engine, batch {result['batch_size']}", result["engine_fps"]),
+        ("factory generate, 1 worker", result["batched_fps"]),
+        ("factory generate, 2 workers", result["workers_2_fps"]),
+    ):
+        if fps is not None:
+            table.add_row(run, f"{fps:.1f}", f"{fps / base:.2f}x")
+    err_console.print(table)

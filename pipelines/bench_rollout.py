@@ -1,0 +1,117 @@
+"""``factory bench rollout``: how fast the world model rolls out.
+
+    factory bench rollout --json
+    factory bench rollout --model runs/v2 --device cpu --steps 300 --json
+
+Batch 1 is the interactive case (teleoperation): the median wall time of one full step
+(dynamics + decode + probe, frames copied back to the host) over ``steps`` steps, as FPS.
+Batches 16 and 64 are the generation case: frames per second over the same number of
+steps. Each batch size is warmed up first and rolled out under ``play``-like random
+actions from ground-truth initial frames. On CUDA the step is also timed under bf16
+autocast (``fps_batch1_bf16``, ``throughput_bf16``) so its benefit is measured, not assumed.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from factory.envs import make_world
+from factory.model import WorldModel
+from pipelines.models import load_model
+from pipelines.train import resolve_device
+
+Progress = Callable[[str, int, int], None]
+
+
+@dataclass(frozen=True)
+class RolloutBenchRequest:
+    """One ``factory bench rollout`` call."""
+
+    model: Path | None = None
+    device: str = "auto"
+    steps: int = 300
+    warmup: int = 10
+    batches: tuple[int, ...] = (16, 64)
+    seed: int = 0
+
+
+def _context(model: WorldModel, batch: int, seed: int) -> np.ndarray:
+    """Ground-truth initial frames (batch, 1, H, W, 3) at the model's resolution."""
+    h = model.config.image_shape[0]
+    world = make_world("pusht", batch_size=min(batch, 4), resolution=h)
+    try:
+        frames = world.reset(seeds=np.arange(seed, seed + world.batch_size)).frames
+    finally:
+        world.close()
+    return np.resize(frames, (batch, *frames.shape[1:]))[:, None]
+
+
+def _step_times(model: WorldModel, batch: int, steps: int, warmup: int, seed: int) -> np.ndarray:
+    """Seconds per step (steps,) of a batch-``batch`` rollout, after ``warmup`` steps."""
+    rng = np.random.default_rng(seed)
+    model.start(_context(model, batch, seed), None, seed=seed)
+    target = rng.uniform(100, 412, size=(batch, 2)).astype(np.float32)
+    times = np.empty(steps)
+    sync = torch.cuda.synchronize if model.device.type == "cuda" else (lambda: None)
+    for i in range(warmup + steps):
+        target = np.clip(target + rng.normal(0, 8, size=target.shape), 0, 512).astype(np.float32)
+        sync()
+        t0 = time.perf_counter()
+        model.step(target)  # frames come back to the host inside step()
+        sync()
+        if i >= warmup:
+            times[i - warmup] = time.perf_counter() - t0
+    return times
+
+
+def _measure(model: WorldModel, req: RolloutBenchRequest, progress: Progress | None) -> dict:
+    """fps_batch1 and throughput for the model's current precision setting."""
+    t1 = _step_times(model, 1, req.steps, req.warmup, req.seed)
+    out: dict[str, Any] = {"fps_batch1": float(1.0 / np.median(t1)), "throughput": {}}
+    for i, b in enumerate(req.batches):
+        if progress is not None:
+            progress("rollout", i + 1, len(req.batches) + 1)
+        tb = _step_times(model, b, req.steps, req.warmup, req.seed)
+        out["throughput"][str(b)] = float(b * len(tb) / tb.sum())
+    return out
+
+
+def run_rollout_bench(req: RolloutBenchRequest, on_progress: Progress | None = None) -> dict:
+    """The benchmark as one JSON-able dict (keys: device, fps_batch1, throughput, ...)."""
+    from factory.errors import FactoryError
+
+    if req.steps <= 0:
+        raise FactoryError(f"--steps must be positive, got {req.steps}")
+    device = resolve_device(req.device)
+    model, model_id = load_model(req.model, device)
+    if model.probe is None:
+        raise FactoryError(f"{model_id} has no probe part; the rollout bench times one with it")
+    result: dict[str, Any] = {
+        "model": model_id,
+        "device": _device_name(model.device),
+        "torch_threads": torch.get_num_threads(),
+        "steps": req.steps,
+    }
+    result.update(_measure(model, req, on_progress))
+    b1 = result["fps_batch1"]
+    result["throughput_ratio"] = {k: v / b1 for k, v in result["throughput"].items()}
+    if model.device.type == "cuda":
+        model.use_bf16 = True
+        bf16 = _measure(model, req, on_progress)
+        model.use_bf16 = False
+        result["fps_batch1_bf16"] = bf16["fps_batch1"]
+        result["throughput_bf16"] = bf16["throughput"]
+    return result
+
+
+def _device_name(device: torch.device) -> str:
+    if device.type == "cuda":
+        return f"cuda ({torch.cuda.get_device_name(device)})"
+    return f"cpu ({torch.get_num_threads()} threads)"

@@ -1,0 +1,326 @@
+"""Ray side of ``factory generate``: worker actors, the job queue, and fault tolerance.
+
+Each worker actor holds one model replica (``num_gpus=1`` where the cluster has GPUs, else
+``cpus_per_worker`` CPUs) and runs a :class:`factory.gen.RolloutEngine` that pulls jobs
+from one shared queue actor as its slots free up, streaming each finished episode back
+(a Ray streaming generator). The driver is the only writer. When a worker dies, a
+replacement starts (up to ``max_restarts``); the jobs it had taken are found by seed once
+the queue runs dry (whatever never reached the writer) and queued again, so the store
+ends with exactly the planned episodes, none twice.
+
+The model (and a policy checkpoint) travel to the workers through Ray's object store, so
+only the driver needs the model directory, the output store and any ``--source`` store.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import pickle
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from factory.errors import FactoryError
+from factory.gen import GeneratedEpisode, GenJob
+
+if TYPE_CHECKING:
+    from pipelines.generate import GeneratePlan, Writer
+
+log = logging.getLogger(__name__)
+
+SKIP_SUFFIXES = (".optim.safetensors", ".state.json", ".partial")
+
+
+def pack_dir(path: Path) -> dict[str, bytes]:
+    """The files of a (flat or nested) directory as {relative path: bytes}, minus
+    training state (optimiser tensors, resume state)."""
+    return {
+        str(f.relative_to(path)): f.read_bytes()
+        for f in sorted(path.rglob("*"))
+        if f.is_file() and not f.name.endswith(SKIP_SUFFIXES)
+    }
+
+
+def unpack_dir(files: dict[str, bytes], dest: Path) -> Path:
+    for rel, data in files.items():
+        target = dest / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+    return dest
+
+
+class GenWorker:
+    """One model replica and its rollout engine (wrapped by ``ray.remote`` at run time)."""
+
+    def __init__(
+        self,
+        model_files: dict[str, bytes],
+        model_id: str,
+        batch_size: int,
+        seed: int,
+        device: str,
+        threads: int,
+        policy_files: dict[str, bytes] | None = None,
+        policy_label: str | None = None,
+    ) -> None:
+        import torch
+
+        from factory.gen import RolloutEngine
+        from factory.model import load_model_dir
+
+        torch.set_num_threads(max(1, threads))
+        if device == "auto":
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        self.device = device
+        self._tmp = tempfile.TemporaryDirectory(prefix="demofactory-gen-")
+        root = Path(self._tmp.name)
+        model = load_model_dir(unpack_dir(model_files, root / "model"), device=device)
+        self.policy_dir = str(unpack_dir(policy_files, root / "policy")) if policy_files else None
+        self.policy_label = policy_label
+        self.engine = RolloutEngine(
+            model, self._make_generator, batch_size=batch_size, seed=seed, model_id=model_id
+        )
+        self._warm_up(batch_size)
+
+    def _warm_up(self, batch_size: int) -> None:
+        """Run B two-step play episodes: imports, allocations and first passes happen now,
+        in start-up, not in the first real episodes."""
+        import recorders.generators.expert
+        import recorders.generators.replay  # noqa: F401  (import now, not on the first job)
+
+        warm = [GenJob(i, "play", {}, 2) for i in range(batch_size)]
+        for _ in self.engine.run(warm):
+            pass
+
+    def _make_generator(self, name: str, **params: Any) -> Any:
+        from recorders.generators import make_generator
+
+        if name == "policy" and self.policy_dir is not None:
+            params = {**params, "path": self.policy_dir, "label": self.policy_label}
+            params.setdefault("device", self.device)
+        return make_generator(name, **params)
+
+    def ready(self) -> dict[str, str]:
+        import ray
+
+        return {"device": self.device, "node": ray.get_runtime_context().get_node_id()}
+
+    def run(self, queue: Any) -> Iterator[GeneratedEpisode]:
+        """Generate jobs taken from ``queue`` until it is empty; yield each episode."""
+        yield from self.engine.run(_drain(queue))
+
+
+def _drain(queue: Any) -> Iterator[GenJob]:
+    from ray.util.queue import Empty
+
+    while True:
+        try:
+            yield pickle.loads(queue.get_nowait())
+        except Empty:
+            return
+
+
+def _enqueue(queue: Any, jobs: list[GenJob]) -> None:
+    """Queue jobs as pickled bytes: the queue actor then never imports factory (and torch)
+    to unpickle them, which cost seconds per run."""
+    queue.put_nowait_batch([pickle.dumps(job, protocol=5) for job in jobs])
+
+
+def ray_env_defaults() -> None:
+    """Environment for Ray, set before ``import ray`` (this module calls it on import).
+
+    Ray 2.60 re-runs ``uv run`` for every worker when the driver was started by ``uv run``
+    (it rebuilt the whole venv per worker: 20+ s); the workers use this venv instead.
+    """
+    os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
+
+
+ray_env_defaults()
+
+
+def connect(address: str | None) -> bool:
+    """Join ``address`` (or start a local Ray); True when this call started Ray."""
+    import ray
+    from ray._private import ray_constants
+
+    if ray.is_initialized():
+        return False
+    if os.environ.get("RAY_ENABLE_UV_RUN_RUNTIME_ENV") == "0":
+        # Ray read the flag when it was first imported, perhaps before this module set it.
+        ray_constants.RAY_ENABLE_UV_RUN_RUNTIME_ENV = False
+    kwargs: dict[str, Any] = {"include_dashboard": False, "logging_level": logging.WARNING}
+    try:
+        ray.init(address=address, **kwargs)
+    except (ConnectionError, RuntimeError, ValueError) as err:
+        raise FactoryError(f"cannot connect to Ray at {address}: {err}") from None
+    return True
+
+
+def _worker_options(cfg: Any) -> dict[str, Any]:
+    """One GPU per worker when the cluster has GPUs, else ``cpus_per_worker`` CPUs."""
+    import ray
+
+    res = ray.cluster_resources()
+    if cfg.device.startswith("cuda") and res.get("GPU", 0) < 1:
+        raise FactoryError(f"--device {cfg.device} but the Ray cluster has no GPU; use auto")
+    if res.get("GPU", 0) >= 1 and cfg.device != "cpu":
+        if res["GPU"] < cfg.workers:
+            raise FactoryError(f"--workers {cfg.workers} but the cluster has {res['GPU']} GPUs")
+        return {"num_gpus": 1, "num_cpus": 1, "scheduling_strategy": "SPREAD"}
+    if res.get("CPU", 0) < cfg.workers * cfg.cpus_per_worker:
+        raise FactoryError(
+            f"--workers {cfg.workers} need {cfg.workers * cfg.cpus_per_worker:g} CPUs but the "
+            f"Ray cluster has {res.get('CPU', 0):g}; use fewer workers"
+        )
+    return {"num_cpus": cfg.cpus_per_worker, "scheduling_strategy": "SPREAD"}
+
+
+class Pool:
+    """The worker actors, their streams and the shared job queue."""
+
+    def __init__(self, plan: GeneratePlan) -> None:
+        import ray
+        from ray.util.queue import Queue
+
+        cfg = plan.cfg
+        self.plan, self.cfg = plan, cfg
+        self.options = _worker_options(cfg)
+        self.model_ref = ray.put(pack_dir(plan.model_dir))
+        self.policy_ref = ray.put(pack_dir(cfg.policy)) if cfg.policy is not None else None
+        self.queue = Queue(actor_options={"num_cpus": 0})
+        self.queue.size()  # wait until the queue actor runs (startup, not generation)
+        self.actor_cls = ray.remote(GenWorker)
+        self.run_id = uuid.uuid4().hex[:8]
+        self.workers: dict[str, Any] = {}
+        self.streams: dict[str, Any] = {}
+        self.spawned = 0
+        self.restarts = 0
+        self.requeued = 0
+        self.nodes: set[str] = set()
+
+    def spawn(self, n: int = 1) -> list[str]:
+        """Start ``n`` workers (in parallel) and wait until each has loaded its model."""
+        import ray
+
+        names = []
+        for _ in range(n):
+            name = f"demofactory-gen-{self.run_id}-{self.spawned}"
+            threads = max(1, int(self.options.get("num_cpus", 1)))
+            self.workers[name] = self.actor_cls.options(name=name, **self.options).remote(
+                self.model_ref,
+                self.plan.model_id,
+                self.cfg.batch_size,
+                self.cfg.seed + 1000 * self.spawned,
+                self.cfg.device,
+                threads,
+                self.policy_ref,
+                None if self.cfg.policy is None else str(self.cfg.policy),
+            )
+            self.spawned += 1
+            names.append(name)
+        infos = ray.get([self.workers[n].ready.remote() for n in names])
+        self.nodes.update(info["node"] for info in infos)
+        return names
+
+    def start_stream(self, name: str) -> None:
+        actor = self.workers[name]
+        self.streams[name] = actor.run.options(num_returns="streaming").remote(self.queue)
+
+    def lose(self, name: str) -> None:
+        """Forget a dead worker; start a replacement while the restart budget lasts."""
+        self.workers.pop(name, None)
+        self.streams.pop(name, None)
+        budget = self.cfg.max_restarts if self.cfg.max_restarts is not None else self.cfg.workers
+        if self.restarts >= budget:
+            if not self.workers:
+                raise FactoryError(
+                    f"every generate worker died ({self.restarts} restarts); the episodes "
+                    "already written are kept: rerun the command with --append to resume"
+                )
+            return
+        self.restarts += 1
+        log.warning("worker %s died; starting a replacement", name)
+        self.start_stream(self.spawn()[0])
+
+    def close(self) -> None:
+        import ray
+
+        for actor in self.workers.values():
+            ray.kill(actor)
+        self.queue.shutdown(force=True)
+
+
+def _next_episode(pool: Pool, name: str) -> GeneratedEpisode | None:
+    """The next episode of worker ``name``'s stream; None when it ended or the worker died."""
+    import ray
+    from ray.exceptions import RayActorError, RayTaskError
+
+    try:
+        ref = next(pool.streams[name])
+        return ray.get(ref)
+    except StopIteration:
+        pool.streams.pop(name, None)
+    except RayActorError:
+        pool.lose(name)
+    except RayTaskError as err:
+        cause = err.as_instanceof_cause()
+        if isinstance(cause, FactoryError) or isinstance(err.cause, FactoryError):
+            raise FactoryError(str(err.cause)) from None
+        raise
+    return None
+
+
+def run_on_ray(plan: GeneratePlan, writer: Writer) -> dict[str, Any]:
+    """Generate ``plan.jobs`` on Ray workers, writing through ``writer``; run info."""
+    import ray
+
+    started_ray = connect(plan.cfg.ray_address)
+    t0 = time.perf_counter()
+    pool = Pool(plan)
+    try:
+        pool.spawn(plan.cfg.workers)
+        startup = time.perf_counter() - t0
+        t1 = time.perf_counter()
+        writer.start = t1
+        _dispatch(pool, writer, plan.jobs)
+        generate_s = time.perf_counter() - t1
+    finally:
+        pool.close()
+        if started_ray:
+            ray.shutdown()
+    return {
+        "generate_s": generate_s,
+        "startup_s": startup,
+        "workers": plan.cfg.workers,
+        "worker_restarts": pool.restarts,
+        "requeued": pool.requeued,
+        "worker_nodes": len(pool.nodes),
+        "device": "gpu" if "num_gpus" in pool.options else "cpu",
+    }
+
+
+def _dispatch(pool: Pool, writer: Writer, jobs: list[GenJob]) -> None:
+    """Queue the jobs, stream episodes into the writer, and requeue what a dead worker lost."""
+    import ray
+
+    todo = list(jobs)
+    while todo:
+        _enqueue(pool.queue, todo)
+        for name in list(pool.workers):
+            pool.start_stream(name)
+        while pool.streams:
+            names = list(pool.streams)
+            ready, _ = ray.wait([pool.streams[n] for n in names], num_returns=1, timeout=1.0)
+            for name in names:
+                if name in pool.streams and pool.streams[name] in ready:
+                    ep = _next_episode(pool, name)
+                    if ep is not None:
+                        writer.add(ep, name, tuple(pool.workers), pool.restarts)
+        todo = [j for j in jobs if j.seed not in writer.seen]
+        if todo:
+            pool.requeued += len(todo)
+            log.warning("requeueing %d episodes lost with dead workers", len(todo))

@@ -1,0 +1,199 @@
+"""The teleop web page: an aiohttp server on its own thread and event loop.
+
+``GET /`` serves the page (``static/index.html`` and ``static/teleop.js``); ``/ws`` is a
+websocket over which the server pushes each frame (a binary PNG message, then the HUD as
+a JSON text message) and the page sends the operator's keys, pointer and gamepad input
+(:mod:`recorders.sources.web`). Slow clients skip frames: only the newest is sent.
+
+It binds 127.0.0.1 by default. To drive a model on a remote GPU box, forward the port
+(``ssh -L 8765:127.0.0.1:8765 gpu-box``) rather than binding a public address.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import json
+import logging
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from factory.errors import FactoryError
+from recorders.sources.events import ConnectionEvent, EventBus
+from recorders.sources.web import parse_message
+from recorders.viewers.base import Hud
+
+log = logging.getLogger(__name__)
+
+STATIC = Path(__file__).resolve().parent / "static"
+PAGES = {"/": "index.html", "/teleop.js": "teleop.js"}
+START_TIMEOUT_S = 15.0
+
+
+class PortInUseError(FactoryError):
+    """The web viewer's port is taken."""
+
+
+class WebViewer:
+    """Serves the teleop page on ``host:port`` (port 0: any free port)."""
+
+    def __init__(self, bus: EventBus, host: str = "127.0.0.1", port: int = 8765) -> None:
+        self.bus = bus
+        self.host = host
+        self.port = int(port)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._runner: Any = None
+        self._clients: dict[Any, asyncio.Event] = {}
+        self._latest: tuple[bytes, str] | None = None
+        self._encode: Any = None
+
+    @property
+    def location(self) -> str:
+        return f"http://{self.host}:{self.port}/"
+
+    @property
+    def clients(self) -> int:
+        return len(self._clients)
+
+    # -- lifecycle ------------------------------------------------------------------------
+    def open(self) -> None:
+        import cv2
+
+        self._encode = cv2.imencode
+        ready = threading.Event()
+        failure: list[BaseException] = []
+        loop = asyncio.new_event_loop()
+
+        def serve() -> None:
+            asyncio.set_event_loop(loop)
+            try:
+                loop.run_until_complete(self._start())
+            except BaseException as err:
+                failure.append(err)
+                ready.set()
+                loop.close()
+                return
+            ready.set()
+            loop.run_forever()
+            loop.run_until_complete(self._stop())
+            loop.close()
+
+        self._thread = threading.Thread(target=serve, name="teleop-web", daemon=True)
+        self._thread.start()
+        if not ready.wait(START_TIMEOUT_S):
+            raise FactoryError(f"the web page server did not start on {self.location}")
+        if failure:
+            self._thread.join()
+            self._thread = None
+            raise self._explain(failure[0]) from failure[0]
+        self._loop = loop
+        log.info("teleop page at %s", self.location)
+
+    def _explain(self, err: BaseException) -> FactoryError:
+        if isinstance(err, OSError) and err.errno == errno.EADDRINUSE:
+            return PortInUseError(
+                f"port {self.port} on {self.host} is already in use: pass --port with a free "
+                "port, or stop the program that holds it"
+            )
+        if isinstance(err, OSError):
+            return FactoryError(f"cannot serve the page on {self.host}:{self.port} ({err})")
+        return FactoryError(f"the web page server failed to start ({err!r})")
+
+    async def _start(self) -> None:
+        from aiohttp import web
+
+        app = web.Application()
+        for route in PAGES:
+            app.router.add_get(route, self._page)
+        app.router.add_get("/ws", self._socket)
+        runner = web.AppRunner(app, access_log=None, shutdown_timeout=2.0)
+        await runner.setup()
+        site = web.TCPSite(runner, self.host, self.port)
+        try:
+            await site.start()
+        except BaseException:
+            await runner.cleanup()
+            raise
+        self._runner = runner
+        if self.port == 0:
+            self.port = int(runner.addresses[0][1])
+
+    async def _stop(self) -> None:
+        for ws in list(self._clients):
+            with contextlib.suppress(Exception):
+                await ws.close()
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    def close(self) -> None:
+        loop, self._loop = self._loop, None
+        if loop is not None:
+            loop.call_soon_threadsafe(loop.stop)
+        if self._thread is not None:
+            self._thread.join(timeout=5.0)
+            self._thread = None
+
+    # -- frames ---------------------------------------------------------------------------
+    def show(self, frame: np.ndarray, hud: Hud) -> float:
+        loop = self._loop
+        if loop is None:
+            raise FactoryError("the web page server is not running")
+        if self._clients:
+            ok, png = self._encode(".png", np.ascontiguousarray(frame[..., ::-1]))
+            if ok:
+                payload = (png.tobytes(), json.dumps(hud.to_json()))
+                loop.call_soon_threadsafe(self._publish, payload)
+        return time.perf_counter()
+
+    def _publish(self, payload: tuple[bytes, str]) -> None:
+        self._latest = payload
+        for wake in self._clients.values():
+            wake.set()
+
+    # -- handlers -------------------------------------------------------------------------
+    async def _page(self, request: Any) -> Any:
+        from aiohttp import web
+
+        name = PAGES[request.path]
+        kind = "text/html" if name.endswith(".html") else "text/javascript"
+        text = (STATIC / name).read_text(encoding="utf-8")
+        return web.Response(text=text, content_type=kind, headers={"Cache-Control": "no-store"})
+
+    async def _socket(self, request: Any) -> Any:
+        from aiohttp import WSMsgType, web
+
+        ws = web.WebSocketResponse(heartbeat=10.0, max_msg_size=4096)
+        await ws.prepare(request)
+        wake = asyncio.Event()
+        self._clients[ws] = wake
+        self.bus.put(ConnectionEvent(True, len(self._clients), time.perf_counter()))
+        if self._latest is not None:
+            wake.set()
+        sender = asyncio.create_task(self._send(ws, wake))
+        try:
+            async for msg in ws:
+                if msg.type == WSMsgType.TEXT:
+                    event = parse_message(msg.data, time.perf_counter())
+                    if event is not None:
+                        self.bus.put(event)
+        finally:
+            sender.cancel()
+            self._clients.pop(ws, None)
+            self.bus.put(ConnectionEvent(False, len(self._clients), time.perf_counter()))
+        return ws
+
+    async def _send(self, ws: Any, wake: asyncio.Event) -> None:
+        with contextlib.suppress(ConnectionError, RuntimeError):
+            while not ws.closed:
+                await wake.wait()
+                wake.clear()
+                if self._latest is not None:
+                    png, hud = self._latest
+                    await ws.send_bytes(png)
+                    await ws.send_str(hud)

@@ -1,0 +1,245 @@
+"""``factory generate`` on Ray: exactly-N after a worker dies, resume, replay, bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from factories import write_tiny_model_dir
+from typer.testing import CliRunner
+
+from factory.envs.pusht import pusht_spec
+from factory.gen import GeneratedEpisode
+from factory.store import EpisodeMeta, EpisodeStore
+from pipelines.cli import app
+from pipelines.collect import open_output
+from pipelines.generate import (
+    GenerateConfig,
+    GenProgress,
+    Writer,
+    prepare_generate,
+    run_generate,
+    summarise,
+)
+
+runner = CliRunner()
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_tiny_model_dir(tmp_path_factory.mktemp("gen") / "model")
+
+
+def _generate(model: Path, out: Path, *extra: str) -> Any:
+    args = ["generate", "--model", str(model), "--out", str(out), "--batch-size", "2", *extra]
+    return runner.invoke(app, args)
+
+
+def _one_line_error(result: Any, *needles: str) -> None:
+    assert result.exit_code == 2, result.output
+    text = result.output.strip()
+    assert "Traceback" not in text and len(text.splitlines()) == 1, text
+    for needle in needles:
+        assert needle in text, text
+
+
+def test_exactly_n_after_a_worker_is_killed(
+    ray_session: Any, model_dir: Path, tmp_path: Path
+) -> None:
+    """Two workers run the probe-driven expert; one is killed mid-batch. The store still
+    ends with exactly N episodes, each seed once, each with the probe's score."""
+    out = tmp_path / "g.zarr"
+    killed: list[str] = []
+
+    def kill_once(p: GenProgress) -> None:
+        if not killed and p.written == 2:  # the worker that just delivered is mid-batch
+            killed.append(p.worker)
+            ray_session.kill(ray_session.get_actor(p.worker), no_restart=True)
+
+    cfg = GenerateConfig(
+        out=out,
+        generator="expert",
+        episodes=12,
+        model=model_dir,
+        steps=20,
+        batch_size=2,
+        workers=2,
+    )
+    summary = run_generate(cfg, kill_once)
+    assert killed and summary["worker_restarts"] == 1
+    assert summary["requeued"] >= 1  # the killed worker's episode in flight was redone
+    assert summary["episodes"] == 12 and summary["tried"] == 12
+    with EpisodeStore.open(out) as store:
+        metas = store.all_meta()
+        assert sorted(m.seed for m in metas) == list(range(12))  # exactly N, none twice
+        assert max(store.episode_lengths.tolist()) <= 21
+        for m in metas:
+            assert m.source == "world_model" and m.generator == "expert"
+            assert m.extra["task_state"] == "probe" and 0.0 <= (m.score or 0.0) <= 1.0
+            assert m.model_id is not None and m.model_id.startswith("model@")
+
+
+def test_replay_resumes_without_duplicates(
+    ray_session: Any, model_dir: Path, tmp_path: Path
+) -> None:
+    """Replay of real episodes from their real first frames, perturbed; a rerun with
+    --append and a larger N adds only the missing seeds; a third run does nothing."""
+    src = tmp_path / "src.zarr"
+    collected = runner.invoke(
+        app,
+        ["collect", "--out", str(src), "--episodes", "2", "--steps", "6", "--resolution", "32"],
+    )
+    assert collected.exit_code == 0, collected.output
+    out = tmp_path / "rp.zarr"
+    base = ("--generator", "replay", "--source", str(src), "--noise", "2", "--time-warp", "0.2")
+    first = _generate(model_dir, out, "--episodes", "2", *base, "--json")
+    assert first.exit_code == 0, first.output
+    summary = json.loads(first.stdout)
+    assert {"episodes", "frames", "frames_per_s", "successes"} <= set(summary)
+    assert summary["episodes"] == 2 and summary["frames_per_s"] > 0
+    with EpisodeStore.open(out) as store:
+        kept = {m.seed: store.episode(i)["image"].copy() for i, m in enumerate(store.all_meta())}
+    again = _generate(model_dir, out, "--episodes", "3", "--append", *base, "--json")
+    assert again.exit_code == 0, again.output
+    assert json.loads(again.stdout)["skipped"] == 2
+    with EpisodeStore.open(out) as store, EpisodeStore.open(src) as source:
+        metas = store.all_meta()
+        assert sorted(m.seed for m in metas) == [0, 1, 2]
+        for i, m in enumerate(metas):
+            if m.seed in kept:
+                np.testing.assert_array_equal(store.episode(i)["image"], kept[m.seed])
+            assert m.extra["initial"] == "store" and m.extra["source"] == str(src)
+            assert m.generator_params["perturb"] == {"noise": 2.0, "time_warp": 0.2}
+            real = source.episode(m.extra["source_episode"])
+            np.testing.assert_array_equal(store.episode(i)["image"][0], real["image"][0])
+    done = _generate(model_dir, out, "--episodes", "3", "--append", *base, "--json")
+    assert done.exit_code == 0 and json.loads(done.stdout)["tried"] == 0
+
+
+def _episode(seed: int, success: bool) -> GeneratedEpisode:
+    data = {
+        "image": np.zeros((3, 32, 32, 3), np.uint8),
+        "action": np.zeros((3, 2), np.float32),
+        "state": np.zeros((3, 2), np.float32),
+        "gt_state": np.zeros((3, 3), np.float32),
+    }
+    meta = EpisodeMeta(source="world_model", generator="expert", seed=seed, success=success)
+    return GeneratedEpisode(data, meta)
+
+
+def test_only_success_keeps_successes_and_counts_tries(model_dir: Path, tmp_path: Path) -> None:
+    """The single writer: with only_success it stores the probe's successes only, counts
+    every try, and never writes a seed twice."""
+    cfg = GenerateConfig(out=tmp_path / "s.zarr", episodes=4, model=model_dir, only_success=True)
+    plan = prepare_generate(cfg)
+    writer = Writer(plan, None)
+    with plan.store:
+        for seed, ok in [(0, True), (1, False), (2, True), (2, True), (3, False)]:
+            writer.add(_episode(seed, ok), "w0", ("w0",), 0)
+        s = summarise(writer, plan, {"generate_s": 1.0})
+    assert (s["tried"], s["kept"], s["episodes"], s["successes"]) == (4, 2, 2, 2)
+    assert s["frames"] == 6 and s["frames_generated"] == 12 and s["success_rate"] == 0.5
+    with EpisodeStore.open(cfg.out) as store:
+        assert [m.seed for m in store.all_meta()] == [0, 2]
+
+
+@pytest.mark.parametrize(
+    ("case", "needles"),
+    [
+        ("action_dim", ("3-D actions",)),
+        ("address", ("no Ray cluster answers",)),
+        ("episodes", ("--episodes must be positive",)),
+        ("no_source", ("--source",)),
+        ("missing_source", ("does not exist",)),
+        ("schema", ("different schema",)),
+        ("unknown_generator", ("unknown generator",)),
+    ],
+)
+def test_bad_input_is_refused_before_any_work(
+    case: str, needles: tuple[str, ...], model_dir: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "out.zarr"
+    model, extra = model_dir, ["--episodes", "2"]
+    if case == "action_dim":
+        model = write_tiny_model_dir(tmp_path / "m3", action_dim=3)
+    elif case == "address":
+        extra += ["--ray-address", "127.0.0.1:1"]
+    elif case == "episodes":
+        extra = ["--episodes", "0"]
+    elif case == "no_source":
+        extra += ["--generator", "replay"]
+    elif case == "missing_source":
+        extra += ["--generator", "replay", "--source", str(tmp_path / "nope.zarr")]
+    elif case == "schema":
+        open_output(out, pusht_spec(16), 16, append=False).close()
+        extra += ["--append"]
+    else:
+        extra += ["--generator", "dance"]
+    _one_line_error(_generate(model, out, *extra), *needles)
+    if case != "schema":
+        assert not out.exists()
+
+
+@pytest.mark.slow  # four measured runs, three of them on Ray workers
+def test_bench_generate_json(ray_session: Any, model_dir: Path) -> None:
+    args = ["bench", "generate", "--model", str(model_dir), "--episodes", "4", "--steps", "3"]
+    result = runner.invoke(app, [*args, "--batch-size", "2", "--json"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert {"batched_fps", "batch1_fps", "ratio"} <= set(out)
+    assert out["ratio"] == pytest.approx(out["batched_fps"] / out["batch1_fps"])
+    for run in ("batch1", "engine", "ray_1", "ray_2"):
+        assert out["runs"][run]["frames"] == 12
+
+
+CLUSTER_SCRIPT = textwrap.dedent(
+    """
+    import json, os, sys
+    os.environ["RAY_ENABLE_UV_RUN_RUNTIME_ENV"] = "0"
+    os.environ["RAY_AUTH_MODE"] = "disabled"
+    sys.path.insert(0, "tests")
+    from pathlib import Path
+    from ray.cluster_utils import Cluster
+    import ray
+    from factories import write_tiny_model_dir
+    from pipelines.generate import GenerateConfig, run_generate
+
+    tmp = Path(sys.argv[1])
+    head = {"num_cpus": 1, "include_dashboard": False}
+    cluster = Cluster(initialize_head=True, head_node_args=head)
+    cluster.add_node(num_cpus=1)
+    cluster.wait_for_nodes()
+    cfg = GenerateConfig(out=tmp / "c.zarr", generator="play", episodes=6,
+                         model=write_tiny_model_dir(tmp / "m"), steps=4, batch_size=2, workers=2,
+                         ray_address=cluster.address)
+    s = run_generate(cfg)
+    s.pop("store")
+    print(json.dumps(s))
+    ray.shutdown()
+    cluster.shutdown()
+    """
+)
+
+
+@pytest.mark.slow  # two simulated nodes: ~30-60 s on the shared 2-core CPU
+def test_two_node_cluster(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-c", CLUSTER_SCRIPT, str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert summary["episodes"] == 6 and summary["worker_nodes"] == 2
+    with EpisodeStore.open(tmp_path / "c.zarr") as store:
+        assert sorted(m.seed for m in store.all_meta()) == list(range(6))
