@@ -1,0 +1,108 @@
+"""``factory train | eval fidelity | bench rollout``: build and measure the world model.
+
+factory train autoencoder --data data/pusht_play.zarr --out runs/model --minutes 20
+factory train dynamics --data data/pusht_play.zarr --out runs/model --minutes 60
+factory train decoder --data data/pusht_play.zarr --out runs/model --minutes 10
+factory train probe --data data/pusht_play.zarr --out runs/model --minutes 10
+factory eval fidelity --model runs/model --data data/pusht_heldout.zarr --json --video fid.mp4
+factory bench rollout --json
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from pipelines.cli_app import app, bench_app, eval_app
+from pipelines.console import LazyBar, err_console, print_json, user_errors
+
+
+@app.command()
+@user_errors
+def train(
+    stage: Annotated[str, typer.Argument(help="autoencoder | dynamics | decoder | probe")],
+    data: Annotated[Path, typer.Option("--data", help="Episode store to train on.")],
+    out: Annotated[Path, typer.Option("--out", help="Model directory (all parts live here).")],
+    minutes: Annotated[float | None, typer.Option(help="Budget in minutes (total).")] = None,
+    steps: Annotated[int | None, typer.Option(help="Budget in optimiser steps (total).")] = None,
+    device: Annotated[str, typer.Option(help="auto | cpu | cuda[:N].")] = "auto",
+    resume: Annotated[bool, typer.Option(help="Continue from the directory's state.")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the metrics as JSON.")] = False,
+) -> None:
+    """Train one stage of the world model into a model directory."""
+    from pipelines.train import TrainRequest, run_train
+
+    req = TrainRequest(
+        stage=stage, data=data, out=out, minutes=minutes, steps=steps, device=device, resume=resume
+    )
+    with LazyBar(f"train {stage}") as bar:
+
+        def on_progress(step: int, total: int | None, metrics: dict[str, float]) -> None:
+            shown = "  ".join(f"{k} {v:.4g}" for k, v in list(metrics.items())[:4])
+            bar.update(step, total, shown)
+
+        metrics = run_train(req, on_progress)
+    if json_out:
+        print_json(metrics)
+    else:
+        err_console.print(
+            f"[bold green]done[/]: {stage} in {out}: "
+            + ", ".join(f"{k}={v:.4g}" for k, v in metrics.items())
+        )
+
+
+@eval_app.command("fidelity")
+@user_errors
+def eval_fidelity(
+    data: Annotated[Path, typer.Option("--data", help="Held-out ground-truth episodes.")],
+    model: Annotated[Path | None, typer.Option(help="Model dir (default: shipped).")] = None,
+    episodes: Annotated[int, typer.Option(help="Episodes to replay.")] = 16,
+    stability_frames: Annotated[int, typer.Option(help="Closed-loop rollout length.")] = 9000,
+    video: Annotated[Path | None, typer.Option(help="Write real | generated mp4 here.")] = None,
+    device: Annotated[str, typer.Option(help="auto | cpu | cuda[:N].")] = "auto",
+    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Frame, task-state and long-horizon fidelity against the ground truth."""
+    from pipelines.eval_fidelity import FidelityRequest, run_fidelity
+
+    req = FidelityRequest(
+        data=data,
+        model=model,
+        episodes=episodes,
+        video=video,
+        stability_frames=stability_frames,
+        device=device,
+    )
+    with LazyBar("stability rollout") as bar:
+        result = run_fidelity(req, lambda _n, done, total: bar.update(done, total))
+    if json_out:
+        print_json(result)
+    else:
+        from pipelines.eval_view import render_fidelity
+
+        render_fidelity(result)
+
+
+@bench_app.command("rollout")
+@user_errors
+def bench_rollout(
+    model: Annotated[Path | None, typer.Option(help="Model dir (default: shipped).")] = None,
+    device: Annotated[str, typer.Option(help="auto | cpu | cuda[:N].")] = "auto",
+    steps: Annotated[int, typer.Option(help="Timed steps per batch size.")] = 300,
+    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Batch-1 interactive FPS (median step) and frames/s at batch 16 and 64."""
+    from pipelines.bench_rollout import RolloutBenchRequest, run_rollout_bench
+
+    req = RolloutBenchRequest(model=model, device=device, steps=steps)
+    with LazyBar("bench rollout") as bar:
+        result = run_rollout_bench(req, lambda _n, done, total: bar.update(done, total, ""))
+    if json_out:
+        print_json(result)
+    else:
+        err_console.print(
+            f"{result['device']}: batch 1 {result['fps_batch1']:.1f} FPS; "
+            + ", ".join(f"batch {b} {v:.1f} frames/s" for b, v in result["throughput"].items())
+        )

@@ -1,0 +1,99 @@
+"""``factory teleop``: record demonstrations by driving the robot inside the world model.
+
+factory teleop --device keyboard --out runs/teleop.zarr --task "push the T onto the goal"
+factory teleop --device web --out runs/teleop.zarr
+factory teleop --world pusht --device scripted --headless --episodes 3 --out runs/t.zarr --json
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from pipelines.cli_app import app
+from pipelines.console import err_console, print_json, user_errors
+
+
+@app.command()
+@user_errors
+def teleop(
+    out: Annotated[Path, typer.Option("--out", help="Store to append to (created if new).")],
+    device: Annotated[
+        str, typer.Option(help="spacemouse | keyboard | mouse | web | scripted.")
+    ] = "keyboard",
+    model: Annotated[Path | None, typer.Option(help="Model dir (default: shipped).")] = None,
+    world: Annotated[
+        str | None, typer.Option(help="Drive the ground truth instead (pusht).")
+    ] = None,
+    fps: Annotated[float, typer.Option(help="Loop rate (frames per second).")] = 15.0,
+    task: Annotated[str, typer.Option(help="Task string stored with each episode.")] = "",
+    episodes: Annotated[
+        int | None, typer.Option(help="Stop after N saved episodes (default: on quit).")
+    ] = None,
+    steps: Annotated[int, typer.Option(help="Frames per episode at most.")] = 300,
+    headless: Annotated[bool, typer.Option(help="No window (--device scripted).")] = False,
+    seed: Annotated[int, typer.Option(help="Episode i starts from seed S+i.")] = 0,
+    reset_from: Annotated[
+        Path | None, typer.Option(help="Reset to the episodes of this store instead.")
+    ] = None,
+    generator: Annotated[
+        str, typer.Option(help="--device scripted: play | expert | replay.")
+    ] = "play",
+    resolution: Annotated[int, typer.Option(help="--world: image size in pixels.")] = 96,
+    host: Annotated[str, typer.Option(help="--device web: address to serve on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="--device web: port (0: any free one).")] = 8765,
+    speed: Annotated[float, typer.Option(help="Target speed, board px/s at full tilt.")] = 256.0,
+    deadzone: Annotated[float, typer.Option(help="Stick/SpaceMouse deadzone, 0-1.")] = 0.1,
+    compute: Annotated[str, typer.Option(help="Model device: auto | cpu | cuda[:N].")] = "auto",
+    threads: Annotated[int, typer.Option(help="Torch CPU threads for the model.")] = 1,
+    json_out: Annotated[bool, typer.Option("--json", help="Print a JSON summary.")] = False,
+) -> None:
+    """Drive the robot inside the world model (or the ground truth) and record episodes."""
+    from pipelines.teleop import TeleopConfig, TeleopSession, run_teleop
+
+    cfg = TeleopConfig(
+        out=out,
+        device=device,
+        model=model,
+        world=world,
+        fps=fps,
+        task=task,
+        episodes=episodes,
+        steps=steps,
+        headless=headless,
+        seed=seed,
+        reset_from=reset_from,
+        generator=generator,
+        resolution=resolution,
+        host=host,
+        port=port,
+        speed=speed,
+        deadzone=deadzone,
+        compute=compute,
+        threads=threads,
+    )
+
+    def ready(session: TeleopSession) -> None:
+        where = f"; open {session.viewer.location}" if device == "web" else ""
+        keys = "" if device == "scripted" else "; space start, enter/n save, x discard, q quit"
+        text = f"teleop: {device} in {session.world.spec.name}{where}{keys}"
+        err_console.print(text, soft_wrap=True, highlight=False)
+
+    summary = run_teleop(cfg, ready)
+    if json_out:
+        print_json(summary)
+    else:
+        err_console.print(
+            f"saved {summary['episodes']} episodes ({summary['frames']} frames) to {out}: "
+            f"{summary['achieved_fps']:.1f} fps, {100 * summary['late_frac']:.1f}% late, "
+            f"latency p99 {summary['latency_ms_p99']:.0f} ms",
+            soft_wrap=True,
+        )
+    if summary["end_reason"] == "device_disconnected":
+        message = f"[bold red]error:[/] {summary['message']}"
+        err_console.print(message, highlight=False, soft_wrap=True)
+        raise typer.Exit(code=2)
+    if summary["end_reason"] == "interrupted":
+        raise typer.Exit(code=130)
