@@ -19,19 +19,19 @@ import torch
 from torch import Tensor, nn
 
 from factory.model.autoencoder import Autoencoder
-from factory.model.checkpoint import save_part
 from factory.model.config import AutoencoderConfig, WorldModelConfig
 from factory.train.data import EpisodeData, sample_frames
 from factory.train.loop import (
     Budget,
     LoopState,
     ProgressFn,
+    StageRun,
     TrainConfig,
     apply_threads,
     frames_batch,
     init_part,
-    run_training,
     stage_config,
+    train_part,
 )
 from factory.train.metrics import agent_iou, psnr, t_iou, to_uint8
 
@@ -160,30 +160,15 @@ def train_autoencoder(
         loss = loss + acfg.latent_l2 * z.pow(2).mean()
         return {"loss": loss, **parts}
 
-    def save_fn(state: LoopState) -> None:
-        nonlocal config
-        compute_latent_stats(ae, data.frames, train_idx, device)
-        config = save_part(
-            out_dir,
-            "autoencoder",
-            ae,
-            config,
-            steps=state.step,
-            wall_s=round(state.elapsed_s, 1),
-            data=data.source,
-        )
-
-    metrics = run_training(
+    run = StageRun(Path(out_dir), tc, budget, resume, on_progress, device)
+    metrics = train_part(
+        run,
         part="autoencoder",
-        model_dir=out_dir,
-        params=ae.parameters(),
+        module=ae,
+        config=config,
         step_fn=step_fn,
-        save_fn=save_fn,
-        cfg=tc,
-        budget=budget,
-        resume=resume,
-        on_progress=on_progress,
-        device=device,
+        data=data.source,
+        before_save=lambda: compute_latent_stats(ae, data.frames, train_idx, device),
     )
     val = evaluate_autoencoder(ae, data.frames, val_idx, device)
     metrics.update({f"val_{k}": v for k, v in val.items()})

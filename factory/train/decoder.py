@@ -20,7 +20,7 @@ import torch
 from torch import Tensor
 
 from factory.model.autoencoder import Autoencoder
-from factory.model.checkpoint import load_part, read_config, save_part
+from factory.model.checkpoint import load_part, read_config
 from factory.model.dynamics import Dynamics
 from factory.train.autoencoder import reconstruction_loss
 from factory.train.data import EpisodeData, WindowSampler
@@ -29,10 +29,11 @@ from factory.train.loop import (
     Budget,
     LoopState,
     ProgressFn,
+    StageRun,
     TrainConfig,
     apply_threads,
     frames_batch,
-    run_training,
+    train_part,
 )
 from factory.train.metrics import psnr, t_iou, to_uint8
 
@@ -160,28 +161,15 @@ def finetune_decoder(
     before = evaluate_rollout_decode(ae, dyn, latents, data, val_idx, hz, device)
     step_fn = _step_fn(ae, dyn, latents, data, sampler, tc.batch_size, opts, device)
 
-    def save_fn(state: LoopState) -> None:
-        nonlocal config
-        config = save_part(
-            out_dir,
-            "autoencoder",
-            ae,
-            config,
-            decoder_steps=state.step,
-            decoder_wall_s=round(state.elapsed_s, 1),
-        )
-
-    metrics = run_training(
+    run = StageRun(Path(out_dir), tc, budget, resume, on_progress, device)
+    metrics = train_part(
+        run,
         part="decoder",
-        model_dir=out_dir,
-        params=ae.decoder.parameters(),
+        module=ae,
+        config=config,
         step_fn=step_fn,
-        save_fn=save_fn,
-        cfg=tc,
-        budget=budget,
-        resume=resume,
-        on_progress=on_progress,
-        device=device,
+        params=ae.decoder.parameters(),
+        save_as="autoencoder",
     )
     after = evaluate_rollout_decode(ae, dyn, latents, data, val_idx, hz, device)
     metrics.update({f"before_{k}": v for k, v in before.items()})

@@ -27,7 +27,7 @@ from torch import Tensor
 
 from factory.model import consistency as cm
 from factory.model.autoencoder import Autoencoder
-from factory.model.checkpoint import load_part, save_part
+from factory.model.checkpoint import load_part
 from factory.model.config import WorldModelConfig
 from factory.model.dynamics import Dynamics
 from factory.train.data import EpisodeData, WindowSampler
@@ -35,12 +35,13 @@ from factory.train.loop import (
     Budget,
     LoopState,
     ProgressFn,
+    StageRun,
     TrainConfig,
     apply_threads,
     frames_batch,
     init_part,
-    run_training,
     stage_config,
+    train_part,
 )
 
 log = logging.getLogger(__name__)
@@ -260,29 +261,14 @@ def train_dynamics(
             unroll = int(state.rng.integers(1, r + 1))
         return dynamics_loss(dyn, z, a, s, state, unroll, opts)
 
-    def save_fn(state: LoopState) -> None:
-        nonlocal config
-        config = save_part(
-            out_dir,
-            "dynamics",
-            dyn,
-            config,
-            steps=state.step,
-            wall_s=round(state.elapsed_s, 1),
-            data=data.source,
-        )
-
-    metrics = run_training(
+    run = StageRun(Path(out_dir), tc, budget, resume, on_progress, device)
+    metrics = train_part(
+        run,
         part="dynamics",
-        model_dir=out_dir,
-        params=dyn.parameters(),
+        module=dyn,
+        config=config,
         step_fn=step_fn,
-        save_fn=save_fn,
-        cfg=tc,
-        budget=budget,
-        resume=resume,
-        on_progress=on_progress,
-        device=device,
+        data=data.source,
     )
     val = evaluate_one_step(dyn, latents, data, val_sampler, device)
     metrics.update({f"val_{k}": v for k, v in val.items()})

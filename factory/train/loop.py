@@ -27,6 +27,7 @@ from factory.model.checkpoint import (
     load_part,
     load_training_state,
     read_config,
+    save_part,
     save_training_state,
 )
 from factory.model.config import WorldModelConfig
@@ -209,6 +210,61 @@ def run_training(
         samples_per_s=(state.step - start_step) * cfg.batch_size / session,
     )
     return out
+
+
+@dataclass(frozen=True)
+class StageRun:
+    """Where and for how long one training stage runs (what every stage takes)."""
+
+    out_dir: Path
+    cfg: TrainConfig
+    budget: Budget
+    resume: bool = False
+    on_progress: ProgressFn | None = None
+    device: str | torch.device = "cpu"
+
+
+def train_part(
+    run: StageRun,
+    *,
+    part: str,
+    module: nn.Module,
+    config: WorldModelConfig,
+    step_fn: Callable[[LoopState], dict[str, Tensor]],
+    params: Iterable[nn.Parameter] | None = None,
+    save_as: str | None = None,
+    data: str | None = None,
+    before_save: Callable[[], None] | None = None,
+) -> dict[str, float]:
+    """:func:`run_training` of ``module`` (or just ``params``), saving it at every checkpoint
+    as model part ``save_as`` (default ``part``) with its steps, wall time and ``data`` in
+    the provenance. ``before_save`` runs first (e.g. refreshing latent statistics)."""
+    saved = {"config": config}
+    prefix = "" if save_as is None else f"{part}_"
+
+    def save_fn(state: LoopState) -> None:
+        if before_save is not None:
+            before_save()
+        prov: dict[str, object] = {
+            f"{prefix}steps": state.step,
+            f"{prefix}wall_s": round(state.elapsed_s, 1),
+        }
+        if data is not None:
+            prov["data"] = data
+        saved["config"] = save_part(run.out_dir, save_as or part, module, saved["config"], **prov)
+
+    return run_training(
+        part=part,
+        model_dir=run.out_dir,
+        params=module.parameters() if params is None else params,
+        step_fn=step_fn,
+        save_fn=save_fn,
+        cfg=run.cfg,
+        budget=run.budget,
+        resume=run.resume,
+        on_progress=run.on_progress,
+        device=run.device,
+    )
 
 
 _PART_FIELDS = {

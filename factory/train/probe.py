@@ -13,7 +13,6 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from factory.model.checkpoint import save_part
 from factory.model.config import WorldModelConfig
 from factory.model.probe import StateProbe
 from factory.train.data import EpisodeData, sample_frames
@@ -21,12 +20,13 @@ from factory.train.loop import (
     Budget,
     LoopState,
     ProgressFn,
+    StageRun,
     TrainConfig,
     apply_threads,
     frames_batch,
     init_part,
-    run_training,
     stage_config,
+    train_part,
 )
 
 log = logging.getLogger(__name__)
@@ -101,29 +101,14 @@ def train_probe(
             "angle": err[:, 4:].mean().detach(),
         }
 
-    def save_fn(state: LoopState) -> None:
-        nonlocal config
-        config = save_part(
-            out_dir,
-            "probe",
-            probe,
-            config,
-            steps=state.step,
-            wall_s=round(state.elapsed_s, 1),
-            data=data.source,
-        )
-
-    metrics = run_training(
+    run = StageRun(Path(out_dir), tc, budget, resume, on_progress, device)
+    metrics = train_part(
+        run,
         part="probe",
-        model_dir=out_dir,
-        params=probe.parameters(),
+        module=probe,
+        config=config,
         step_fn=step_fn,
-        save_fn=save_fn,
-        cfg=tc,
-        budget=budget,
-        resume=resume,
-        on_progress=on_progress,
-        device=device,
+        data=data.source,
     )
     metrics.update({f"val_{k}": v for k, v in evaluate_probe(probe, data, val_idx, device).items()})
     return metrics
