@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -59,3 +60,14 @@ def write_tiny_model_dir(path: Path, context: int = 3, action_dim: int = 2) -> P
         assert module is not None
         cfg = save_part(path, name, module, cfg, steps=1, wall_s=0.0, data="tests")
     return path
+
+
+def assert_one_line_error(result: Any, *needles: str) -> None:
+    """A CLI result (typer's CliRunner) is exit code 2 with one line, no traceback, and
+    every ``needle`` in it."""
+    assert result.exit_code == 2, result.output
+    text = result.output.strip()
+    assert "Traceback" not in text
+    assert len(text.splitlines()) == 1, text
+    for needle in needles:
+        assert needle in text, text

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -20,15 +19,6 @@ from factory.model import (
     save_part,
 )
 from factory.model.checkpoint import load_training_state, save_training_state
-
-
-@pytest.fixture(autouse=True)
-def _one_thread() -> Iterator[None]:
-    """Tiny models: one thread avoids OpenMP spin-wait stalls on a shared CPU."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
 
 def write_model(d: Path, cfg: WorldModelConfig | None = None) -> WorldModelConfig:

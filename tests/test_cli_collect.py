@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from factories import assert_one_line_error
 from typer.testing import CliRunner
 
 from factory.store import EpisodeStore
@@ -21,15 +22,6 @@ RES = "32"
 def _collect(out: Path, *extra: str) -> object:
     args = ["collect", "--out", str(out), "--steps", "12", "--resolution", RES, *extra]
     return runner.invoke(app, args)
-
-
-def _one_line_error(result: object, *needles: str) -> None:
-    assert result.exit_code == 2, result.output  # type: ignore[attr-defined]
-    text = result.output.strip()  # type: ignore[attr-defined]
-    assert "Traceback" not in text
-    assert len(text.splitlines()) == 1, text
-    for needle in needles:
-        assert needle in text, text
 
 
 @pytest.fixture(scope="module")
@@ -105,7 +97,7 @@ def test_replay_reproduces_source(tmp_path: Path, play_store: Path) -> None:
 
 
 def test_existing_output_without_append(play_store: Path) -> None:
-    _one_line_error(_collect(play_store, "--episodes", "1"), "--append")
+    assert_one_line_error(_collect(play_store, "--episodes", "1"), "--append")
 
 
 def test_append_other_resolution_refused(play_store: Path) -> None:
@@ -114,42 +106,44 @@ def test_append_other_resolution_refused(play_store: Path) -> None:
         app,
         ["collect", "--out", str(play_store), "--episodes", "4", "--resolution", "48", "--append"],
     )
-    _one_line_error(result, "(48, 48, 3)")
+    assert_one_line_error(result, "(48, 48, 3)")
     assert EpisodeStore.open(play_store).n_frames == before
 
 
 @pytest.mark.parametrize("n", ["0", "-3"])
 def test_non_positive_episodes(tmp_path: Path, n: str) -> None:
-    _one_line_error(_collect(tmp_path / "x.zarr", "--episodes", n), "--episodes")
+    assert_one_line_error(_collect(tmp_path / "x.zarr", "--episodes", n), "--episodes")
     assert not (tmp_path / "x.zarr").exists()
 
 
 def test_unknown_env_lists_valid(tmp_path: Path) -> None:
-    _one_line_error(_collect(tmp_path / "x.zarr", "--env", "mars"), "mars", "pusht")
+    assert_one_line_error(_collect(tmp_path / "x.zarr", "--env", "mars"), "mars", "pusht")
 
 
 def test_unknown_generator_lists_valid(tmp_path: Path) -> None:
-    _one_line_error(_collect(tmp_path / "x.zarr", "--generator", "telepathy"), "expert", "play")
+    assert_one_line_error(
+        _collect(tmp_path / "x.zarr", "--generator", "telepathy"), "expert", "play"
+    )
 
 
 def test_replay_without_source(tmp_path: Path) -> None:
-    _one_line_error(_collect(tmp_path / "x.zarr", "--generator", "replay"), "--source")
+    assert_one_line_error(_collect(tmp_path / "x.zarr", "--generator", "replay"), "--source")
 
 
 def test_second_writer_refused(play_store: Path) -> None:
     with EpisodeStore.open(play_store, mode="a"):
         result = _collect(play_store, "--episodes", "5", "--append")
-    _one_line_error(result)
+    assert_one_line_error(result)
     with EpisodeStore.open(play_store) as store:
         assert store.n_episodes == 3
 
 
 def test_inspect_missing_and_corrupt(tmp_path: Path) -> None:
-    _one_line_error(runner.invoke(app, ["inspect", str(tmp_path / "nope.zarr")]))
+    assert_one_line_error(runner.invoke(app, ["inspect", str(tmp_path / "nope.zarr")]))
     corrupt = tmp_path / "corrupt.zarr"
     corrupt.mkdir()
     (corrupt / "zarr.json").write_text("{not json")
-    _one_line_error(runner.invoke(app, ["inspect", str(corrupt)]))
+    assert_one_line_error(runner.invoke(app, ["inspect", str(corrupt)]))
 
 
 def test_cli_process_exit_code_and_no_traceback(tmp_path: Path) -> None:

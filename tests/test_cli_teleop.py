@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from factories import write_tiny_model_dir
+from factories import assert_one_line_error, write_tiny_model_dir
 from teleop_fakes import FULL_SCALE, FakeHidDevice, install_fake_spacemouse
 from typer.testing import CliRunner
 
@@ -30,15 +30,6 @@ SCRIPTED = ["--device", "scripted", "--headless", "--fps", "100"]
 
 def _teleop(*args: str) -> object:
     return runner.invoke(app, ["teleop", *args])
-
-
-def _one_line_error(result: object, *needles: str) -> None:
-    assert result.exit_code == 2, result.output  # type: ignore[attr-defined]
-    text = result.output.strip()  # type: ignore[attr-defined]
-    assert "Traceback" not in text
-    assert len(text.splitlines()) == 1, text
-    for needle in needles:
-        assert needle in text, text
 
 
 @pytest.fixture(scope="module")
@@ -114,7 +105,7 @@ def test_model_session_records_the_model_id(tmp_path: Path) -> None:
 def test_store_with_another_schema_is_refused_and_kept(recorded: Path) -> None:
     before = _snapshot(recorded)
     args = ["--world", "pusht", "--resolution", "48", *SCRIPTED, "--episodes", "1"]
-    _one_line_error(_teleop(*args, "--out", str(recorded)), "different schema", "new store")
+    assert_one_line_error(_teleop(*args, "--out", str(recorded)), "different schema", "new store")
     after = _snapshot(recorded)
     assert after[0] == before[0] and after[2] == before[2]
 
@@ -123,7 +114,7 @@ def test_model_whose_action_space_does_not_fit(tmp_path: Path) -> None:
     model = write_tiny_model_dir(tmp_path / "wide", action_dim=3)
     out = tmp_path / "w.zarr"
     args = ["--model", str(model), "--device", "keyboard", "--compute", "cpu"]
-    _one_line_error(_teleop(*args, "--out", str(out)), "3-D actions", "2-D target")
+    assert_one_line_error(_teleop(*args, "--out", str(out)), "3-D actions", "2-D target")
     assert not out.exists()
 
 
@@ -134,20 +125,20 @@ def test_port_in_use(recorded: Path) -> None:
         taken.listen(1)
         port = str(taken.getsockname()[1])
         result = _teleop(*GT, "--device", "web", "--port", port, "--out", str(recorded))
-    _one_line_error(result, f"port {port}", "already in use", "--port")
+    assert_one_line_error(result, f"port {port}", "already in use", "--port")
     assert _snapshot(recorded)[0] == before[0]
 
 
 def test_no_spacemouse_or_no_hidapi(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     out = tmp_path / "sm.zarr"
     install_fake_spacemouse(monkeypatch, None)
-    _one_line_error(
+    assert_one_line_error(
         _teleop(*GT, "--device", "spacemouse", "--out", str(out)),
         "no SpaceMouse found",
         "--device keyboard",
     )
     install_fake_spacemouse(monkeypatch, FakeHidDevice(), hidapi=False)
-    _one_line_error(
+    assert_one_line_error(
         _teleop(*GT, "--device", "spacemouse", "--out", str(out)),
         "apt-get install libhidapi-hidraw0",
     )
@@ -170,13 +161,13 @@ def test_no_spacemouse_or_no_hidapi(monkeypatch: pytest.MonkeyPatch, tmp_path: P
 def test_bad_arguments(tmp_path: Path, args: list[str], needle: str) -> None:
     args = [*GT, *args] if "--model" not in args else [*args, "--world", "pusht"]
     out = tmp_path / "bad.zarr"
-    _one_line_error(_teleop(*args, "--out", str(out)), needle)
+    assert_one_line_error(_teleop(*args, "--out", str(out)), needle)
     assert not out.exists()
 
 
 def test_missing_model_dir(tmp_path: Path) -> None:
     args = ["--model", str(tmp_path / "nope"), *SCRIPTED, "--compute", "cpu"]
-    _one_line_error(_teleop(*args, "--out", str(tmp_path / "x.zarr")))
+    assert_one_line_error(_teleop(*args, "--out", str(tmp_path / "x.zarr")))
 
 
 # -- a device unplugged mid-episode -------------------------------------------------------
@@ -279,5 +270,5 @@ def test_no_display_for_a_window(monkeypatch: pytest.MonkeyPatch, tmp_path: Path
         monkeypatch.delenv(name, raising=False)
     out = tmp_path / "k.zarr"
     result = _teleop(*GT, "--device", "keyboard", "--out", str(out))
-    _one_line_error(result, "cannot open a window", "--device web")
+    assert_one_line_error(result, "cannot open a window", "--device web")
     assert not out.exists()

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from factories import write_tiny_model_dir
+from factories import assert_one_line_error, write_tiny_model_dir
 from typer.testing import CliRunner
 
 from factory.envs.pusht import pusht_spec
@@ -40,14 +40,6 @@ def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _generate(model: Path, out: Path, *extra: str) -> Any:
     args = ["generate", "--model", str(model), "--out", str(out), "--batch-size", "2", *extra]
     return runner.invoke(app, args)
-
-
-def _one_line_error(result: Any, *needles: str) -> None:
-    assert result.exit_code == 2, result.output
-    text = result.output.strip()
-    assert "Traceback" not in text and len(text.splitlines()) == 1, text
-    for needle in needles:
-        assert needle in text, text
 
 
 def test_exactly_n_after_a_worker_is_killed(
@@ -182,7 +174,7 @@ def test_bad_input_is_refused_before_any_work(
         extra += ["--append"]
     else:
         extra += ["--generator", "dance"]
-    _one_line_error(_generate(model, out, *extra), *needles)
+    assert_one_line_error(_generate(model, out, *extra), *needles)
     if case != "schema":
         assert not out.exists()
 

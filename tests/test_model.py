@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -21,15 +20,6 @@ from factory.model import (
     WorldModel,
 )
 from factory.model.dynamics import DynamicsCond
-
-
-@pytest.fixture(autouse=True)
-def _one_thread() -> Iterator[None]:
-    """Tiny models: one thread avoids OpenMP spin-wait stalls on a shared CPU."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
 
 def random_frames(*shape: int, seed: int = 0) -> np.ndarray:
