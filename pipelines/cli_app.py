@@ -16,6 +16,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 eval_app = typer.Typer(help="Evaluate a world model.", no_args_is_help=True)
+model_app = typer.Typer(help="Manage model directories.", no_args_is_help=True)
 export_app = typer.Typer(help="Export a store to another format.", no_args_is_help=True)
 import_app = typer.Typer(help="Import a dataset into a store.", no_args_is_help=True)
 bench_app = typer.Typer(help="Benchmarks (each prints JSON with --json).", no_args_is_help=True)
@@ -29,6 +30,7 @@ def _main(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Debug l
 def add_groups() -> None:
     """Register the sub-command groups (after the top-level commands, for --help order)."""
     app.add_typer(eval_app, name="eval")
+    app.add_typer(model_app, name="model")
     app.add_typer(export_app, name="export")
     app.add_typer(import_app, name="import")
     app.add_typer(bench_app, name="bench")

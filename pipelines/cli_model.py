@@ -15,7 +15,7 @@ from typing import Annotated
 
 import typer
 
-from pipelines.cli_app import app, bench_app, eval_app
+from pipelines.cli_app import app, bench_app, eval_app, model_app
 from pipelines.console import LazyBar, err_console, print_json, user_errors
 
 
@@ -106,3 +106,38 @@ def bench_rollout(
             f"{result['device']}: batch 1 {result['fps_batch1']:.1f} FPS; "
             + ", ".join(f"batch {b} {v:.1f} frames/s" for b, v in result["throughput"].items())
         )
+
+
+@model_app.command("pack")
+@user_errors
+def model_pack(
+    out: Annotated[Path, typer.Argument(help="The model directory to write.")],
+    source: Annotated[
+        Path | None, typer.Option("--from", help="Training dir to take every part from.")
+    ] = None,
+    part: Annotated[
+        list[str] | None,
+        typer.Option("--part", help="PART=DIR: take one part from DIR (repeatable)."),
+    ] = None,
+    overwrite: Annotated[bool, typer.Option(help="Replace an existing OUT.")] = False,
+) -> None:
+    """Write a shippable model dir (config, weights, provenance; no training state)."""
+    from factory.errors import FactoryError
+    from factory.model import read_config
+    from factory.model.pack import pack_model
+
+    sources: dict[str, Path] = {}
+    if source is not None:
+        sources = {p: source for p in read_config(source).parts}
+    for item in part or []:
+        name, sep, where = item.partition("=")
+        if not sep or not where:
+            raise FactoryError(f"--part takes PART=DIR, got {item!r}")
+        sources[name] = Path(where)
+    if not sources:
+        raise FactoryError("nothing to pack: give --from DIR and/or --part PART=DIR")
+    pack_model(sources, out, overwrite=overwrite)
+    size = sum(f.stat().st_size for f in out.iterdir()) / 2**20
+    err_console.print(
+        f"[bold green]packed[/] {', '.join(sorted(sources))} into {out} ({size:.1f} MB)"
+    )

@@ -38,6 +38,12 @@ from factory.model.world_model import WorldModel
 log = logging.getLogger(__name__)
 
 PARTS = ("autoencoder", "dynamics", "probe")
+PART_FIELDS: dict[str, tuple[str, ...]] = {
+    "autoencoder": ("autoencoder",),
+    "dynamics": ("dynamics", "consistency"),
+    "probe": ("probe",),
+}
+"""The config sections that belong to each part."""
 CONFIG_FILE = "config.json"
 PROVENANCE_FILE = "provenance.json"
 

@@ -23,6 +23,7 @@ from torch import Tensor, nn
 
 from factory.model.checkpoint import (
     CONFIG_FILE,
+    PART_FIELDS,
     build_part,
     load_part,
     load_training_state,
@@ -267,13 +268,6 @@ def train_part(
     )
 
 
-_PART_FIELDS = {
-    "autoencoder": ("autoencoder",),
-    "dynamics": ("dynamics", "consistency"),
-    "probe": ("probe",),
-}
-
-
 def stage_config(
     model_dir: str | Path, cfg: WorldModelConfig, part: str, resume: bool
 ) -> WorldModelConfig:
@@ -288,7 +282,7 @@ def stage_config(
     existing = read_config(d)
     if resume and part in existing.parts:
         return existing
-    fields = {name: getattr(cfg, name) for name in _PART_FIELDS[part]}
+    fields = {name: getattr(cfg, name) for name in PART_FIELDS[part]}
     return dataclasses.replace(existing, **fields)
 
 
