@@ -25,6 +25,7 @@ from factory.eval.fidelity import (
     StabilityStats,
     autoencoder_metrics,
     horizon_metrics,
+    probe_metrics,
     replay_set,
     rollout_replay,
 )
@@ -70,10 +71,13 @@ def run_fidelity(req: FidelityRequest, on_progress: Progress | None = None) -> d
         context = req.context or model.config.dynamics.context
         rs = replay_set(store, req.episodes, context, max(HORIZONS))
         reference = _reference_frames(store)
+        probe = probe_metrics(model, store) if "state" in store.schema.keys else None
     generated = rollout_replay(model, rs, seed=req.seed)
     result: dict[str, Any] = {"model": model_id, "data": str(req.data), "episodes": len(rs.frames)}
     result.update(autoencoder_metrics(model, rs.frames.reshape(-1, *rs.frames.shape[2:])))
     result["horizons"] = horizon_metrics(model, rs, generated)
+    if probe is not None:
+        result["probe"] = probe
     if req.video is not None:
         write_side_by_side(req.video, rs.frames[:, rs.context - 1 :], generated)
         result["video"] = str(req.video)

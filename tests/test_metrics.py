@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -68,3 +70,31 @@ def test_rank_metrics() -> None:
     sim = np.array([0.1, 0.9, 0.5, 0.3])
     assert m.mmrv(sim, real) == pytest.approx((0.4 + 0.4) / 4)
     assert m.spearman(-real, real) == pytest.approx(-1.0)
+
+
+def test_probe_metrics_measures_against_the_store(tmp_path: Path) -> None:
+    """A probe that reads every frame as the board's origin errs by the true distances."""
+    from factory.envs import make_world
+    from factory.eval.fidelity import probe_metrics
+    from factory.store import EpisodeStore
+    from pipelines.collect import open_output
+    from recorders.generators import make_generator
+    from recorders.rollout import run_episode
+
+    world = make_world("pusht", batch_size=1, resolution=32)
+    store = open_output(tmp_path / "s.zarr", world.spec, 32, append=False)
+    result = run_episode(world, make_generator("play"), seed=3, steps=12, source="real")
+    store.append_episode(result.data, result.meta)
+    assert isinstance(store, EpisodeStore)
+
+    class Origin:
+        def probe_frames(self, frames: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            n = len(frames)
+            return np.zeros((n, 2), np.float32), np.zeros((n, 3), np.float32)
+
+    out = probe_metrics(Origin(), store, stride=1)  # type: ignore[arg-type]
+    ep = store.episode(0)
+    assert out["frames"] == 12
+    assert out["agent_err_px"] == pytest.approx(np.linalg.norm(ep["state"][:, :2], axis=1).mean())
+    block = np.linalg.norm(ep["gt_state"][:, :2], axis=1).mean()
+    assert out["block_err_px"] == pytest.approx(block, rel=1e-5)

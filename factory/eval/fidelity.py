@@ -182,3 +182,32 @@ def block_found(t_mask: np.ndarray, block_pose: np.ndarray, tol_px: float = 40.0
 
 
 ProgressFn = Callable[[int, int], None]
+
+
+def probe_metrics(model: WorldModel, store: EpisodeStore, stride: int = 5) -> dict[str, float]:
+    """The probe's errors on real frames: every ``stride``-th frame of every episode.
+
+    Returns mean/p95 agent and block position error (board px), mean angle error (deg)
+    and the number of frames.
+    """
+    frames, state, gt = [], [], []
+    for i in range(store.n_episodes):
+        ep = store.episode(i)
+        frames.append(ep["image"][::stride])
+        state.append(ep["state"][::stride])
+        gt.append(ep["gt_state"][::stride])
+    real = np.concatenate(frames)
+    reads = [model.probe_frames(real[i : i + 256]) for i in range(0, len(real), 256)]
+    agent_all = np.concatenate([a for a, _ in reads])
+    block_all = np.concatenate([b for _, b in reads])
+    true_agent, true_block = np.concatenate(state)[:, :2], np.concatenate(gt)
+    agent_err = m.position_error(agent_all, true_agent)
+    block_err = m.position_error(block_all[:, :2], true_block[:, :2])
+    return {
+        "frames": len(real),
+        "agent_err_px": float(agent_err.mean()),
+        "agent_err_px_p95": float(np.percentile(agent_err, 95)),
+        "block_err_px": float(block_err.mean()),
+        "block_err_px_p95": float(np.percentile(block_err, 95)),
+        "angle_err_deg": float(m.angle_error_deg(block_all[:, 2], true_block[:, 2]).mean()),
+    }
