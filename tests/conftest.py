@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
@@ -14,6 +15,7 @@ os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
 
 import pytest
 import torch
+from store_factories import LENGTHS, make_episode, make_meta, new_store
 
 torch.set_num_threads(1)  # tiny models; OpenMP spin-waits stall on a shared 2-core CPU
 
@@ -45,3 +47,13 @@ def ray_session() -> Iterator[Any]:
     yield ray
     if started:
         ray.shutdown()
+
+
+@pytest.fixture
+def filled(tmp_path: Path) -> Path:
+    """A small store of six episodes (lengths ``LENGTHS``) from ``store_factories``."""
+    path = tmp_path / "store"
+    with new_store(path) as st:
+        for i, n in enumerate(LENGTHS):
+            assert st.append_episode(make_episode(i, n), make_meta(i)) == i
+    return path

@@ -1,19 +1,26 @@
-"""Episode store: round trips, schema checks, windows, merge, summary, lock, open errors."""
+"""Episode store: round trips, schema checks, windows, merge, summary, open errors."""
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 import zarr
+from store_factories import (
+    LENGTHS,
+    H,
+    W,
+    arr,
+    make_episode,
+    make_meta,
+    make_schema,
+    new_store,
+)
 
-from factory.errors import SchemaMismatchError, StoreError, StoreLockedError
+from factory.errors import SchemaMismatchError, StoreError
 from factory.store import (
     COMPRESSIONS,
     FORMAT,
@@ -23,75 +30,6 @@ from factory.store import (
     StoreSchema,
     merge_stores,
 )
-
-REPO = Path(__file__).resolve().parents[1]
-
-
-def arr(group: zarr.Group, name: str) -> zarr.Array:
-    node = group[name]
-    assert isinstance(node, zarr.Array)
-    return node
-
-
-H = W = 16
-LENGTHS = [3, 20, 7, 50, 16, 33]
-
-
-def make_schema(h: int = H, w: int = W) -> StoreSchema:
-    return StoreSchema(
-        {
-            "image": KeySpec((h, w, 3), "uint8"),
-            "action": KeySpec((2,), "float32"),
-            "state": KeySpec((2,), "float32"),
-        }
-    )
-
-
-def make_episode(i: int, length: int) -> dict[str, np.ndarray]:
-    """action[:, 0] = frame index in the episode, action[:, 1] = episode index i."""
-    rng = np.random.default_rng(i)
-    image = rng.integers(0, 256, size=(length, H, W, 3), dtype=np.uint8)
-    image[:, 0, 0, 0] = i
-    action = np.stack(
-        [np.arange(length, dtype=np.float32), np.full(length, i, dtype=np.float32)], axis=1
-    )
-    state = rng.standard_normal((length, 2)).astype(np.float32)
-    return {"image": image, "action": action, "state": state}
-
-
-def make_meta(i: int) -> EpisodeMeta:
-    return EpisodeMeta(
-        source=["real", "world_model", "teleop"][i % 3],
-        generator=f"gen{i % 2}",
-        generator_params={"noise": 0.1 * i, "arr": np.arange(2)},
-        seed=i,
-        model_id=None if i % 2 else f"model-{i}",
-        task="push the T",
-        success=[True, False, None][i % 3],
-        score=float(i) / 3,
-        wall_time_s=1.5 * i,
-        extra={"device": "cpu", "timing": {"step_ms": np.float32(2.5)}},
-    )
-
-
-def new_store(path: Path, **kw: object) -> EpisodeStore:
-    return EpisodeStore.create(
-        path,
-        make_schema(),
-        fps=10.0,
-        action_meaning="agent target xy in [0, 512]",
-        attrs={"env": "gym_pusht/PushT-v0", "resolution": [H, W]},
-        **kw,  # type: ignore[arg-type]
-    )
-
-
-@pytest.fixture
-def filled(tmp_path: Path) -> Path:
-    path = tmp_path / "store"
-    with new_store(path) as st:
-        for i, n in enumerate(LENGTHS):
-            assert st.append_episode(make_episode(i, n), make_meta(i)) == i
-    return path
 
 
 # ---------------------------------------------------------------- round trips
@@ -182,125 +120,6 @@ def test_small_keys_get_longer_chunks(tmp_path: Path) -> None:
     g = zarr.open_group(tmp_path / "s", mode="r")
     assert arr(g, "data/action").chunks[0] >= 8192  # (2,) float32: >= 64 KiB per chunk
     assert arr(g, "data/image").chunks[0] % 16 == 0
-
-
-# ---------------------------------------------------------------- direct chunk writes
-# image (64, 64, 3) uint8 and "wide" (64, 64) float32 get 8- and 4-frame chunks at
-# chunk_frames=4, action (2,) float32 8192; these ends start and end episodes mid-chunk,
-# on chunk boundaries, inside one chunk and across many, then again after a reopen
-DIRECT_SCHEMA = StoreSchema(
-    {
-        "image": KeySpec((64, 64, 3), "uint8"),
-        "wide": KeySpec((64, 64), "float32"),
-        "action": KeySpec((2,), "float32"),
-    }
-)
-DIRECT_LENGTHS = [[3, 2, 11, 40, 3], [1, 37, 8]]  # two sessions: the second reopens
-
-
-def _direct_episode(i: int, length: int) -> dict[str, np.ndarray]:
-    rng = np.random.default_rng(100 + i)
-    image = rng.integers(0, 256, size=(length, 64, 64, 3), dtype=np.uint8)
-    wide = rng.standard_normal((length, 64, 64)).astype(np.float32)
-    if length >= 40:  # whole chunks of fill value (deleted, not written) and of -0.0 (kept)
-        image[8:24] = 0
-        wide[4:12] = 0.0
-        wide[12:16] = -0.0
-    action = np.stack([np.arange(length), np.full(length, i)], axis=1).astype(np.float32)
-    return {"image": image, "wide": wide, "action": action}
-
-
-def _write_direct_store(path: Path, compression: str) -> list[dict[str, np.ndarray]]:
-    from factory.store import appender
-
-    eps: list[dict[str, np.ndarray]] = []
-    for session in DIRECT_LENGTHS:
-        if eps:
-            st = EpisodeStore.open(path, mode="a")
-        else:
-            st = EpisodeStore.create(
-                path, DIRECT_SCHEMA, fps=10.0, action_meaning="xy", chunk_frames=4,
-                compression=compression,
-            )  # fmt: skip
-        with st:
-            for n in session:
-                assert st._appender is None or len(st._appender._direct) == 5 * appender.DIRECT
-                eps.append(_direct_episode(len(eps), n))
-                st.append_episode(eps[-1], make_meta(len(eps) - 1))
-                got = st.episode(-1).to_dict()  # a read between appends sees the new episode
-                for key, want in eps[-1].items():
-                    np.testing.assert_array_equal(got[key].view(np.uint8), want.view(np.uint8))
-    return eps
-
-
-@pytest.mark.parametrize("compression", COMPRESSIONS)
-def test_direct_chunk_writes_match_zarr(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, compression: str
-) -> None:
-    """Appends written directly read back bit-exact with plain zarr, and their files are
-    byte for byte the ones zarr writes for the same appends."""
-    from factory.store import appender
-
-    monkeypatch.setattr(appender, "DIRECT", False)
-    _write_direct_store(tmp_path / "zarr", compression)
-    monkeypatch.setattr(appender, "DIRECT", True)
-    eps = _write_direct_store(tmp_path / "direct", compression)
-    chunks = {"image": 8, "wide": 4, "action": 8192}
-    g = zarr.open_group(tmp_path / "direct", mode="r")
-    for key, want in ((k, np.concatenate([e[k] for e in eps])) for k in DIRECT_SCHEMA.keys):
-        got = arr(g, f"data/{key}")
-        assert got.chunks[0] == chunks[key]
-        np.testing.assert_array_equal(np.asarray(got[:]).view(np.uint8), want.view(np.uint8))
-    np.testing.assert_array_equal(
-        arr(g, "meta/episode_ends")[:], np.cumsum([n for s in DIRECT_LENGTHS for n in s])
-    )
-    assert [json.loads(str(m))["seed"] for m in arr(g, "meta/episode_meta")[:]] == list(
-        range(len(eps))
-    )
-    with EpisodeStore.open(tmp_path / "direct") as st:
-        for i, ep in enumerate(eps):
-            for key, want in ep.items():
-                np.testing.assert_array_equal(
-                    st.episode(i)[key].view(np.uint8), want.view(np.uint8)
-                )
-
-    def files(root: Path) -> dict[str, bytes]:
-        return {
-            str(f.relative_to(root)): f.read_bytes()
-            for f in sorted(root.rglob("*"))
-            if f.is_file() and f.name != ".lock"
-        }
-
-    direct, plain = files(tmp_path / "direct"), files(tmp_path / "zarr")
-    assert sorted(direct) == sorted(plain)  # same chunk keys (all-fill chunks absent in both)
-    # episode 3 starts at frame 16: image frames 24-39 and wide 20-27 are zeros, 28-31 -0.0
-    assert not {"data/image/c.3.0.0.0", "data/image/c.4.0.0.0", "data/wide/c.6.0.0"} & set(direct)
-    assert "data/wide/c.7.0.0" in direct
-    assert [k for k in direct if direct[k] != plain[k]] == []
-
-
-def test_direct_writes_without_rename_exchange(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from factory.store import chunkfile
-
-    monkeypatch.setattr(chunkfile, "_RENAMEAT2", None)  # plain os.replace, as off Linux
-    eps = _write_direct_store(tmp_path / "s", "zstd")
-    with EpisodeStore.open(tmp_path / "s") as st:
-        np.testing.assert_array_equal(
-            st.load(["wide"])["wide"], np.concatenate([e["wide"] for e in eps])
-        )
-    assert not list((tmp_path / "s").rglob("*.partial"))
-
-
-def test_direct_writes_fall_back_to_zarr_for_shards(tmp_path: Path) -> None:
-    with new_store(tmp_path / "s", shard_frames=64) as st:
-        st.append_episode(make_episode(0, 70), make_meta(0))
-        assert st._appender is not None
-        assert sorted(st._appender._direct) == ["meta/episode_ends", "meta/episode_meta"]
-        st.append_episode(make_episode(1, 9), make_meta(1))
-    with EpisodeStore.open(tmp_path / "s") as st:
-        np.testing.assert_array_equal(st.episode(1)["image"], make_episode(1, 9)["image"])
 
 
 # ---------------------------------------------------------------- windows
@@ -508,77 +327,3 @@ def test_read_only_and_closed_store_refuse_writes(filled: Path) -> None:
     st.close()
     with pytest.raises(StoreError, match="closed"):
         st.episode(0)["image"]
-
-
-# ---------------------------------------------------------------- lock
-HOLDER = """
-import sys
-from factory.store import EpisodeStore
-st = EpisodeStore.open(sys.argv[1], mode="a")
-print("locked", flush=True)
-sys.stdin.readline()
-st.close()
-print("released", flush=True)
-sys.stdin.readline()
-"""
-
-OPENER = """
-import sys
-from factory.errors import StoreLockedError
-from factory.store import EpisodeStore
-try:
-    EpisodeStore.open(sys.argv[1], mode="a").close()
-except StoreLockedError as err:
-    print("LOCKED", err)
-    sys.exit(3)
-print("OPENED")
-"""
-
-
-def _python(code: str, *args: str, **kw: object) -> subprocess.Popen[str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.Popen(
-        [sys.executable, "-c", code, *args],
-        text=True,
-        env=env,
-        cwd=REPO,
-        **kw,  # type: ignore[call-overload]
-    )
-
-
-def test_second_writer_same_process(filled: Path) -> None:
-    first = EpisodeStore.open(filled, mode="a")
-    with pytest.raises(StoreLockedError, match=rf"pid {os.getpid()}, this process"):
-        EpisodeStore.open(filled, mode="a")
-    with EpisodeStore.open(filled) as reader:  # readers need no lock
-        assert reader.n_episodes == len(LENGTHS)
-    first.close()
-    with EpisodeStore.open(filled, mode="a") as second:
-        second.append_episode(make_episode(6, 4), make_meta(6))
-    with pytest.raises(StoreLockedError), new_store(filled.parent / "fresh") as fresh:
-        EpisodeStore.open(fresh.path, mode="a")
-
-
-def test_second_writer_other_process(filled: Path) -> None:
-    holder = _python(HOLDER, str(filled), stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-    assert holder.stdin is not None and holder.stdout is not None
-    try:
-        assert holder.stdout.readline().strip() == "locked"
-        with pytest.raises(
-            StoreLockedError, match=rf"being written by another process \(pid {holder.pid}\)"
-        ):
-            EpisodeStore.open(filled, mode="a")
-        holder.stdin.write("\n")
-        holder.stdin.flush()
-        assert holder.stdout.readline().strip() == "released"
-        with EpisodeStore.open(filled, mode="a") as st:  # works once the first closed
-            opener = _python(OPENER, str(filled), stdout=subprocess.PIPE)
-            out, _ = opener.communicate(timeout=60)
-            assert opener.returncode == 3 and f"pid {os.getpid()}" in out
-            st.append_episode(make_episode(6, 4), make_meta(6))
-    finally:
-        holder.kill()
-        holder.wait()
-    opener = _python(OPENER, str(filled), stdout=subprocess.PIPE)
-    out, _ = opener.communicate(timeout=60)
-    assert opener.returncode == 0 and "OPENED" in out
