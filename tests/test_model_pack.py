@@ -26,7 +26,7 @@ def train_dir(tmp_path: Path) -> Path:
 
 
 def test_pack_keeps_weights_and_drops_training_state(train_dir: Path, tmp_path: Path) -> None:
-    out = tmp_path / "ship"
+    out = tmp_path / "models" / "ship"  # the parent folder is created too
     result = runner.invoke(app, ["model", "pack", str(out), "--from", str(train_dir)])
     assert result.exit_code == 0, result.output
     names = sorted(p.name for p in out.iterdir())

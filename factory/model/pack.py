@@ -58,6 +58,7 @@ def pack_model(sources: dict[str, Path], out: Path, overwrite: bool = False) -> 
     assert base is not None
     config = dataclasses.replace(base, parts=tuple(sorted(sources)))
     check_parts_fit(config)
+    out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
         for part, src in sources.items():
