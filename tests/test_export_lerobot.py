@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from factories import assert_one_line_error
 from typer.testing import CliRunner
 
 from factory.store import EpisodeMeta, EpisodeStore, KeySpec, StoreSchema
@@ -35,13 +36,8 @@ def _ok(args: list[str]) -> dict:
 
 def _one_line_error(args: list[str], *needles: str) -> str:
     result = runner.invoke(app, args)
-    assert result.exit_code == 2, result.output
-    text = result.output.strip()
-    assert "Traceback" not in text
-    assert len(text.splitlines()) == 1, text
-    for needle in needles:
-        assert needle in text, text
-    return text
+    assert_one_line_error(result, *needles)
+    return str(result.output.strip())
 
 
 def _digest(path: Path) -> str:
