@@ -54,9 +54,10 @@ def write_preview(store_path: Path, out: Path, episodes: int = 4, fps: float | N
         score_fn = scorer_for(env.removesuffix("-model"))
         rate = fps or store.fps
         metas = store.all_meta()
-        kwargs: dict[str, Any] = {"fps": rate, "macro_block_size": 1}
-        if out.suffix == ".gif":
-            kwargs = {"duration": 1.0 / rate, "loop": 0}
+        gif = out.suffix == ".gif"
+        kwargs: dict[str, Any] = (
+            {"duration": 1.0 / rate, "loop": 0} if gif else {"fps": rate, "macro_block_size": 1}
+        )
         with imageio.get_writer(str(out), **kwargs) as writer:
             for i in range(min(episodes, store.n_episodes)):
                 ep = store.episode(i)

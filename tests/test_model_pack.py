@@ -78,3 +78,17 @@ def test_pack_bad_input(train_dir: Path, tmp_path: Path) -> None:
     exists = ["model", "pack", str(out), "--from", str(train_dir)]
     assert_one_line_error(runner.invoke(app, exists), "--overwrite")
     assert (out / "keep").read_text() == "x"
+
+
+def test_loading_refuses_parts_that_do_not_fit(tmp_path: Path) -> None:
+    """The fit check lives in ``load_model_dir``: every loader gets it, not only pack."""
+    from factory.errors import ModelError
+
+    d = write_tiny_model_dir(tmp_path / "m")
+    cfg = read_config(d)
+    write_config(
+        d, dataclasses.replace(cfg, probe=dataclasses.replace(cfg.probe, image_size=(16, 16)))
+    )
+    with pytest.raises(ModelError, match="probe expects"):
+        load_model_dir(d)
+    load_model_dir(d, parts=("autoencoder", "dynamics"))  # the parts that do fit still load

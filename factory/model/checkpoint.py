@@ -210,6 +210,23 @@ def load_part(
     return module.to(device).eval()
 
 
+def check_parts_fit(config: WorldModelConfig, parts: tuple[str, ...] | list[str]) -> None:
+    """Raise :class:`ModelError` unless ``parts`` agree on frame and latent shapes."""
+    ae, dyn, probe = config.autoencoder, config.dynamics, config.probe
+    both = {"probe", "autoencoder"} <= set(parts)
+    if both and tuple(probe.image_size) != tuple(ae.image_size):
+        raise ModelError(
+            f"probe expects {probe.image_size} frames, the autoencoder makes {ae.image_size}"
+        )
+    if {"dynamics", "autoencoder"} <= set(parts):
+        fits = ae.latent_channels == dyn.latent_channels and ae.latent_size == dyn.latent_size
+        if not fits:
+            raise ModelError(
+                f"dynamics expects {dyn.latent_channels}x{dyn.latent_size} latents, the "
+                f"autoencoder makes {ae.latent_channels}x{ae.latent_size}"
+            )
+
+
 def load_model_dir(
     path: str | Path,
     parts: tuple[str, ...] | list[str] | None = None,
@@ -218,6 +235,7 @@ def load_model_dir(
     """Load a :class:`WorldModel` in one call. ``parts`` None: every part present."""
     config = read_config(path)
     wanted = tuple(parts) if parts is not None else config.parts
+    check_parts_fit(config, wanted)
     loaded: dict[str, nn.Module] = {n: load_part(path, n, config, device) for n in wanted}
     wm = WorldModel(
         config,

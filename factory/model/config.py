@@ -95,9 +95,9 @@ class DynamicsConfig:
     is a_t). Context latents get Gaussian noise of level ``U(0, ctx_noise_max)`` in
     training and ``ctx_noise`` at inference (Diffusion-Forcing style).
 
-    Measured on PushT (20 CPU-minutes each): predicting z_{t+1} itself beat the delta at
-    every horizon, and only it stayed stable over 3000-step rollouts (deltas accumulate
-    errors with no restoring force and blew up within ~600 steps), so it is the default.
+    Predicting z_{t+1} itself is the default: in first-session PushT experiments (one-off
+    scripts) the delta was worse and, accumulating errors with no restoring force, blew
+    up in long rollouts.
 
     ``action_xy_range`` (low, high): the first two action dims are absolute x, y positions
     in that range (PushT: the 512 px board, x right, y down); each window action is then

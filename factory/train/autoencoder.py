@@ -20,7 +20,7 @@ from torch import Tensor, nn
 
 from factory.model.autoencoder import Autoencoder
 from factory.model.config import AutoencoderConfig, WorldModelConfig
-from factory.train.data import EpisodeData, sample_frames
+from factory.train.data import EpisodeData, evenly_spaced, sample_frames
 from factory.train.loop import (
     Budget,
     LoopState,
@@ -91,7 +91,7 @@ def compute_latent_stats(
     batch: int = 128,
 ) -> None:
     """Set ``ae``'s latent mean/std from up to ``n`` frames (evenly spaced over indices)."""
-    pick = indices[np.linspace(0, len(indices) - 1, min(n, len(indices))).astype(np.int64)]
+    pick = evenly_spaced(indices, n)
     was_training = ae.training
     ae.eval()
     raw = [
@@ -112,7 +112,7 @@ def evaluate_autoencoder(
     batch: int = 128,
 ) -> dict[str, float]:
     """PSNR (dB) and T-block mask IoU of reconstructions of up to ``n`` frames."""
-    pick = indices[np.linspace(0, len(indices) - 1, min(n, len(indices))).astype(np.int64)]
+    pick = evenly_spaced(indices, n)
     was_training = ae.training
     ae.eval()
     recon = [

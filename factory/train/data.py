@@ -121,6 +121,11 @@ class WindowSampler:
         return idx
 
 
+def evenly_spaced(indices: np.ndarray, n: int) -> np.ndarray:
+    """Up to ``n`` entries of ``indices``, evenly spaced (a fixed evaluation subset)."""
+    return indices[np.linspace(0, len(indices) - 1, min(n, len(indices))).astype(np.int64)]
+
+
 def sample_frames(indices: np.ndarray, batch: int, rng: np.random.Generator) -> np.ndarray:
     """(B,) random frame indices drawn from ``indices``."""
     return indices[rng.integers(0, len(indices), batch)]

@@ -27,7 +27,7 @@ from torch import Tensor
 
 from factory.model import consistency as cm
 from factory.model.autoencoder import Autoencoder
-from factory.model.checkpoint import load_part
+from factory.model.checkpoint import check_parts_fit, load_part
 from factory.model.config import WorldModelConfig
 from factory.model.dynamics import Dynamics
 from factory.train.data import EpisodeData, WindowSampler
@@ -243,7 +243,7 @@ def train_dynamics(
     config = stage_config(out_dir, cfg, "dynamics", resume)
     ae = load_part(out_dir, "autoencoder", config, device)
     assert isinstance(ae, Autoencoder)
-    _check_latent_fit(config)
+    check_parts_fit(config, ("autoencoder", "dynamics"))
     latents = cached_latents(out_dir, ae, data, device)
     dyn = init_part(out_dir, "dynamics", config, resume, device)
     assert isinstance(dyn, Dynamics)
@@ -273,12 +273,3 @@ def train_dynamics(
     val = evaluate_one_step(dyn, latents, data, val_sampler, device)
     metrics.update({f"val_{k}": v for k, v in val.items()})
     return metrics
-
-
-def _check_latent_fit(config: WorldModelConfig) -> None:
-    a, d = config.autoencoder, config.dynamics
-    if a.latent_channels != d.latent_channels or a.latent_size != d.latent_size:
-        raise ValueError(
-            f"dynamics expects latents {d.latent_channels}x{d.latent_size}, the autoencoder "
-            f"gives {a.latent_channels}x{a.latent_size}"
-        )

@@ -15,7 +15,7 @@ from torch import Tensor
 
 from factory.model.config import WorldModelConfig
 from factory.model.probe import StateProbe
-from factory.train.data import EpisodeData, sample_frames
+from factory.train.data import EpisodeData, evenly_spaced, sample_frames
 from factory.train.loop import (
     Budget,
     LoopState,
@@ -51,7 +51,7 @@ def evaluate_probe(
 ) -> dict[str, float]:
     """Mean agent / block position error (px) and block angle error (degrees)."""
     assert data.task_state is not None
-    pick = indices[np.linspace(0, len(indices) - 1, min(n, len(indices))).astype(np.int64)]
+    pick = evenly_spaced(indices, n)
     was_training = probe.training
     probe.eval()
     agent, block = probe.predict(torch.from_numpy(data.frames[pick]).to(device))
