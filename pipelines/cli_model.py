@@ -27,15 +27,36 @@ def train(
     out: Annotated[Path, typer.Option("--out", help="Model directory (all parts live here).")],
     minutes: Annotated[float | None, typer.Option(help="Budget in minutes (total).")] = None,
     steps: Annotated[int | None, typer.Option(help="Budget in optimiser steps (total).")] = None,
+    cpu_minutes: Annotated[
+        float | None,
+        typer.Option(help="Budget in this process's CPU minutes (equal-compute ablations)."),
+    ] = None,
     device: Annotated[str, typer.Option(help="auto | cpu | cuda[:N].")] = "auto",
     resume: Annotated[bool, typer.Option(help="Continue from the directory's state.")] = False,
+    recipe: Annotated[
+        str | None,
+        typer.Option(help="dynamics: a named recipe (baseline, iws, unroll, motion, chunk)."),
+    ] = None,
+    set_: Annotated[
+        list[str] | None,
+        typer.Option("--set", help="dynamics: SECTION.FIELD=VALUE override (repeatable)."),
+    ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the metrics as JSON.")] = False,
 ) -> None:
     """Train one stage of the world model into a model directory."""
     from pipelines.train import TrainRequest, run_train
 
     req = TrainRequest(
-        stage=stage, data=data, out=out, minutes=minutes, steps=steps, device=device, resume=resume
+        stage=stage,
+        data=data,
+        out=out,
+        minutes=minutes,
+        steps=steps,
+        cpu_minutes=cpu_minutes,
+        device=device,
+        resume=resume,
+        recipe=recipe,
+        overrides=tuple(set_ or ()),
     )
     with LazyBar(f"train {stage}") as bar:
 

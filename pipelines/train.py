@@ -32,6 +32,8 @@ from factory.train import (
     train_dynamics,
     train_probe,
 )
+from factory.train.dynamics import DYNAMICS_TRAIN, DynamicsTrainOptions
+from factory.train.recipes import apply_recipe
 
 log = logging.getLogger(__name__)
 ProgressFn = Callable[[int, int | None, dict[str, float]], None]
@@ -46,8 +48,11 @@ class TrainRequest:
     out: Path
     minutes: float | None = None
     steps: int | None = None
+    cpu_minutes: float | None = None
     device: str = "auto"
     resume: bool = False
+    recipe: str | None = None
+    overrides: tuple[str, ...] = ()
 
 
 def resolve_device(device: str) -> str:
@@ -115,7 +120,10 @@ def _stage_autoencoder(req: TrainRequest, data: EpisodeData, **kw: Any) -> dict[
 
 
 def _stage_dynamics(req: TrainRequest, data: EpisodeData, **kw: Any) -> dict[str, float]:
-    return train_dynamics(data, req.out, _config_for(req, data), **kw)
+    cfg, opts, tc = apply_recipe(
+        _config_for(req, data), DynamicsTrainOptions(), DYNAMICS_TRAIN, req.recipe, req.overrides
+    )
+    return train_dynamics(data, req.out, cfg, opts=opts, train_cfg=tc, **kw)
 
 
 def _stage_probe(req: TrainRequest, data: EpisodeData, **kw: Any) -> dict[str, float]:
@@ -155,12 +163,13 @@ def check_fits(config: WorldModelConfig, data: EpisodeData) -> None:
 
 
 def budget_for(req: TrainRequest) -> Budget:
-    """The stage's budget; one of ``--minutes``/``--steps`` is required and must be > 0."""
-    if req.minutes is None and req.steps is None:
-        raise FactoryError("give a budget: --minutes M or --steps K")
-    if (req.minutes is not None and req.minutes <= 0) or (req.steps is not None and req.steps <= 0):
-        raise FactoryError("--minutes and --steps must be positive")
-    return Budget(minutes=req.minutes, steps=req.steps)
+    """The stage's budget: one of ``--minutes``/``--steps``/``--cpu-minutes``, each > 0."""
+    given = [v for v in (req.minutes, req.steps, req.cpu_minutes) if v is not None]
+    if not given:
+        raise FactoryError("give a budget: --minutes M, --steps K or --cpu-minutes C")
+    if any(v <= 0 for v in given):
+        raise FactoryError("--minutes, --steps and --cpu-minutes must be positive")
+    return Budget(minutes=req.minutes, steps=req.steps, cpu_minutes=req.cpu_minutes)
 
 
 def run_train(req: TrainRequest, on_progress: ProgressFn | None = None) -> dict[str, float]:
@@ -168,6 +177,19 @@ def run_train(req: TrainRequest, on_progress: ProgressFn | None = None) -> dict[
     runner = STAGES.get(req.stage)
     if runner is None:
         raise FactoryError(f"unknown stage {req.stage!r}; valid: {', '.join(STAGES)}")
+    if (req.recipe or req.overrides) and req.stage != "dynamics":
+        raise FactoryError("--recipe and --set apply to the dynamics stage only")
+    if req.recipe or req.overrides:
+        try:  # check them before loading any data
+            apply_recipe(
+                WorldModelConfig(),
+                DynamicsTrainOptions(),
+                DYNAMICS_TRAIN,
+                req.recipe,
+                req.overrides,
+            )
+        except ValueError as err:
+            raise FactoryError(str(err)) from err
     budget = budget_for(req)
     device = resolve_device(req.device)
     if req.resume and not (req.out / "config.json").exists():

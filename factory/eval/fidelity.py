@@ -57,10 +57,8 @@ def rollout_replay(model: WorldModel, rs: ReplaySet, seed: int = 0) -> np.ndarra
     """Generated frames (E, T, H, W, 3) uint8 for real actions from real context."""
     k = rs.context
     model.start(rs.frames[:, :k], rs.actions[:, : k - 1], seed=seed)
-    out = []
-    for t in range(k - 1, rs.frames.shape[1] - 1):
-        out.append(model.step(rs.actions[:, t]).frames)
-    return np.stack(out, axis=1)
+    steps = model.step_many(rs.actions[:, k - 1 : rs.frames.shape[1] - 1])
+    return np.stack([s.frames for s in steps], axis=1)
 
 
 def horizon_metrics(

@@ -109,6 +109,27 @@ class DynamicsConfig:
 
     ``sample_sigmas``: extra, decreasing noise levels for multistep consistency sampling
     (one more network evaluation each); empty: 1-step sampling.
+
+    Fidelity options (issue 10's ablations; the defaults are the first shipped model):
+
+    - ``objective``: ``consistency`` (improved CT + denoising regulariser) or ``x0``, the
+      recipe IWS's code actually trains: one jump from pure noise to the clean next
+      latent, trained with MSE (uniform weighting), sampled in one evaluation.
+    - ``ctx_noise_min``: the context-noise level is drawn from U(ctx_noise_min,
+      ctx_noise_max) in training (IWS: about 0.025 to 0.2, 0.07 at inference).
+    - ``renorm``: how each predicted latent is put back on the autoencoder's manifold:
+      ``none``; ``pixel_norm`` rescales every latent pixel's vector to the L2 norm the
+      training latents have on average (IWS re-normalises to unit L2 per pixel, which
+      only fits an autoencoder trained with unit-norm latents); ``reencode`` decodes and
+      re-encodes the latent (one decoder and encoder pass per step).
+    - ``motion``: ``flow`` predicts, per frame, a 2-D flow field (latent cells, at most
+      ``flow_max``) that warps the last latent, plus a residual; both start at zero, so
+      "nothing moves" is the untrained default. Needs ``objective`` ``x0``.
+    - ``chunk``: frames predicted per network call (the next ``chunk`` latents, from the
+      context and the ``chunk`` actions applied at t .. t+chunk-1). Needs ``x0``.
+    - ``task_dim``: a second keypoint head on the latent reads the task state (PushT: 4 =
+      block x, y, sin, cos of the angle), trained on real latents; 0: none (the image
+      probe reads it).
     """
 
     latent_channels: int = 4
@@ -129,6 +150,31 @@ class DynamicsConfig:
     state_head_keypoints: int = 8
     action_xy_range: tuple[float, float] | None = (0.0, 512.0)
     action_map_sigma: float = 1.0
+    objective: str = "consistency"
+    ctx_noise_min: float = 0.0
+    renorm: str = "none"
+    motion: str = "none"
+    flow_max: float = 3.0
+    chunk: int = 1
+    task_dim: int = 0
+    task_head_channels: int = 48
+    task_head_keypoints: int = 16
+
+    def __post_init__(self) -> None:
+        choices = {
+            "objective": ("consistency", "x0"),
+            "renorm": ("none", "pixel_norm", "reencode"),
+            "motion": ("none", "flow"),
+        }
+        for name, valid in choices.items():
+            if getattr(self, name) not in valid:
+                raise ValueError(f"dynamics {name} must be one of {valid}")
+        if self.chunk < 1:
+            raise ValueError("dynamics chunk must be >= 1")
+        if (self.motion != "none" or self.chunk > 1) and self.objective != "x0":
+            raise ValueError("dynamics motion and chunk > 1 need objective 'x0'")
+        if not 0.0 <= self.ctx_noise_min <= self.ctx_noise_max:
+            raise ValueError("need 0 <= ctx_noise_min <= ctx_noise_max")
 
 
 @dataclass(frozen=True)

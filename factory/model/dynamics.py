@@ -20,7 +20,9 @@ from torch import Tensor, nn
 
 from factory.model import consistency as cm
 from factory.model.config import ConsistencyConfig, DynamicsConfig
+from factory.model.heads import KeypointHead, pose_to_target, target_to_pose
 from factory.model.layers import ResBlock, coord_grid, group_count, sinusoidal_embedding
+from factory.model.motion import bounded_flow, warp
 
 
 @dataclass
@@ -47,15 +49,16 @@ class DynamicsNet(nn.Module):
         ch = cfg.channels
         self.noise_emb = nn.Sequential(nn.Linear(64, e), nn.SiLU(), nn.Linear(e, e))
         self.ctx_emb = nn.Sequential(nn.Linear(32, e), nn.SiLU(), nn.Linear(e, e))
+        n_act = k + cfg.chunk - 1  # the window's actions, then the chunk's later ones
         self.act_emb = nn.Sequential(
-            nn.Linear(k * cfg.action_dim, e),
+            nn.Linear(n_act * cfg.action_dim, e),
             nn.SiLU(),
             nn.Linear(e, e),
             nn.SiLU(),
             nn.Linear(e, e),
         )
-        n_maps = k if cfg.action_xy_range is not None else 0
-        self.stem = nn.Conv2d(c * (k + 1) + 2 + n_maps, ch[0], 3, padding=1)
+        n_maps = n_act if cfg.action_xy_range is not None else 0
+        self.stem = nn.Conv2d(out_channels(cfg) + c * k + 2 + n_maps, ch[0], 3, padding=1)
         self.down = nn.ModuleList()
         self.downsample = nn.ModuleList()
         for i, width in enumerate(ch):
@@ -76,7 +79,7 @@ class DynamicsNet(nn.Module):
             if i > 0:
                 self.upsample.append(nn.Conv2d(c_out, c_out, 3, padding=1))
         self.norm = nn.GroupNorm(group_count(ch[0], cfg.groups), ch[0])
-        self.out = nn.Conv2d(ch[0], c, 3, padding=1)
+        self.out = nn.Conv2d(ch[0], out_channels(cfg), 3, padding=1)
         nn.init.zeros_(self.out.weight)
         assert self.out.bias is not None
         nn.init.zeros_(self.out.bias)
@@ -89,7 +92,7 @@ class DynamicsNet(nn.Module):
         return nn.functional.silu(emb)
 
     def forward(self, x_in: Tensor, c_noise: Tensor, cond: DynamicsCond) -> Tensor:
-        """x_in: (B, C, h, w); c_noise: (B,) -> (B, C, h, w)."""
+        """x_in: (B, C', h, w); c_noise: (B,) -> (B, C', h, w), C' = :func:`out_channels`."""
         b, _, h, w = x_in.shape
         emb = self.embed(c_noise, cond)
         ctx = cond.context.flatten(1, 2)
@@ -114,38 +117,21 @@ class DynamicsNet(nn.Module):
         return self.out(nn.functional.silu(self.norm(x)))
 
 
-class StateHead(nn.Module):
-    """Robot state from a latent: (B, C, h, w) -> (B, S) normalised state.
+def out_channels(cfg: DynamicsConfig) -> int:
+    """Channels of the network's output: ``chunk`` latents, plus ``chunk`` flows."""
+    flow = 2 if cfg.motion == "flow" else 0
+    return cfg.chunk * (cfg.latent_channels + flow)
 
-    Convolutions at the latent's resolution make ``state_head_keypoints`` heatmaps; their
-    spatial soft-argmax coordinates (plus pooled features) go through an MLP.
-    """
 
-    def __init__(self, cfg: DynamicsConfig) -> None:
-        super().__init__()
-        c, s, n = cfg.latent_channels, cfg.state_head_channels, cfg.state_head_keypoints
-        self.convs = nn.Sequential(
-            nn.Conv2d(c + 2, s, 3, padding=1),
-            nn.SiLU(),
-            nn.Conv2d(s, s, 3, padding=1),
-            nn.SiLU(),
-        )
-        self.heat = nn.Conv2d(s, n, 1)
-        self.mlp = nn.Sequential(
-            nn.Linear(2 * n + s, 128), nn.SiLU(), nn.Linear(128, cfg.state_dim)
-        )
-
-    def forward(self, z: Tensor) -> Tensor:
-        b, _, h, w = z.shape
-        grid = coord_grid(b, h, w, z.device, z.dtype)
-        feats = self.convs(torch.cat([z, grid], dim=1))
-        attn = torch.softmax(self.heat(feats).flatten(2), dim=-1)  # (B, n, h*w)
-        xy = torch.einsum("bnp,bcp->bnc", attn, grid.flatten(2)).flatten(1)
-        return self.mlp(torch.cat([xy, feats.mean(dim=(2, 3))], dim=1))
+def make_state_head(cfg: DynamicsConfig) -> KeypointHead:
+    """The robot-state head: (B, C, h, w) -> (B, S) normalised state."""
+    return KeypointHead(
+        cfg.latent_channels, cfg.state_head_channels, cfg.state_head_keypoints, cfg.state_dim
+    )
 
 
 class Dynamics(nn.Module):
-    """Network + state head + normalisation buffers; one-step sampling of z_{t+1}."""
+    """Network + read-out heads + normalisation buffers; sampling of the next latent(s)."""
 
     action_mean: Tensor
     action_std: Tensor
@@ -154,13 +140,17 @@ class Dynamics(nn.Module):
     target_scale: Tensor
     latent_low: Tensor
     latent_high: Tensor
+    task_mean: Tensor  # only with task_dim > 0
+    task_std: Tensor
+    pixel_norm: Tensor  # only with renorm "pixel_norm"
 
     def __init__(self, cfg: DynamicsConfig, consistency: ConsistencyConfig) -> None:
         super().__init__()
         self.cfg = cfg
         self.ccfg = consistency
         self.net = DynamicsNet(cfg)
-        self.state_head = StateHead(cfg)
+        self.state_head = make_state_head(cfg)
+        self.task_head: KeypointHead | None = None
         self.register_buffer("action_mean", torch.zeros(cfg.action_dim))
         self.register_buffer("action_std", torch.ones(cfg.action_dim))
         self.register_buffer("state_mean", torch.zeros(cfg.state_dim))
@@ -168,6 +158,13 @@ class Dynamics(nn.Module):
         self.register_buffer("target_scale", torch.ones(cfg.latent_channels))
         self.register_buffer("latent_low", torch.full((cfg.latent_channels,), -1e4))
         self.register_buffer("latent_high", torch.full((cfg.latent_channels,), 1e4))
+        if cfg.task_dim > 0:
+            c, n = cfg.task_head_channels, cfg.task_head_keypoints
+            self.task_head = KeypointHead(cfg.latent_channels, c, n, cfg.task_dim)
+            self.register_buffer("task_mean", torch.zeros(cfg.task_dim - 2))
+            self.register_buffer("task_std", torch.ones(cfg.task_dim - 2))
+        if cfg.renorm == "pixel_norm":
+            self.register_buffer("pixel_norm", torch.ones(()))
 
     def normalise_actions(self, actions: Tensor) -> Tensor:
         """(..., A) raw -> normalised."""
@@ -179,6 +176,17 @@ class Dynamics(nn.Module):
     def denormalise_state(self, state: Tensor) -> Tensor:
         """(..., S) normalised -> raw units (e.g. board px)."""
         return state.float() * self.state_std + self.state_mean
+
+    def task_target(self, pose: Tensor) -> Tensor:
+        """Task pose (..., task_dim - 1), angle last -> the task head's target."""
+        return pose_to_target(pose, self.task_mean, self.task_std)
+
+    def read_task(self, z: Tensor) -> Tensor:
+        """Task pose in raw units (B, task_dim - 1) (PushT: block x, y, angle) from latents
+        (B, C, h, w); needs ``task_dim`` > 0."""
+        if self.task_head is None:
+            raise ValueError("this dynamics model has no task head (task_dim 0)")
+        return target_to_pose(self.task_head(z), self.task_mean, self.task_std)
 
     def _scale(self) -> Tensor:
         return self.target_scale[None, :, None, None]
@@ -202,6 +210,13 @@ class Dynamics(nn.Module):
         )
         return window + level.to(window.dtype).view(-1, 1, 1, 1, 1) * noise
 
+    def train_levels(
+        self, batch: int, generator: torch.Generator | None, device: torch.device
+    ) -> Tensor:
+        """(B,) training context-noise levels ~ U(ctx_noise_min, ctx_noise_max)."""
+        lo, hi = self.cfg.ctx_noise_min, self.cfg.ctx_noise_max
+        return lo + torch.rand(batch, generator=generator, device=device) * (hi - lo)
+
     def action_maps(self, actions: Tensor) -> Tensor | None:
         """Gaussian bumps at each action's xy: normalised actions (B, K, A) -> (B, K, h, w)."""
         rng = self.cfg.action_xy_range
@@ -219,26 +234,82 @@ class Dynamics(nn.Module):
 
     def make_cond(self, noisy_window: Tensor, level: Tensor, actions: Tensor) -> DynamicsCond:
         """Conditioning from a noised window (B, K, C, h, w), its level (B,) and normalised
-        actions (B, K, A)."""
+        actions (B, K + chunk - 1, A)."""
         return DynamicsCond(noisy_window, level, actions, self.action_maps(actions))
 
     def model_fn(self, x_in: Tensor, c_noise: Tensor, cond: DynamicsCond) -> Tensor:
         return self.net(x_in, c_noise, cond)
 
-    def sample_next(
+    def chunk_actions(self, actions: Tensor) -> Tensor:
+        """Window actions (B, K, A) -> (B, K + chunk - 1, A), holding a_t for the later
+        frames of the chunk (what a closed-loop caller knows); longer inputs pass."""
+        missing = self.cfg.context + self.cfg.chunk - 1 - actions.shape[1]
+        if missing <= 0:
+            return actions
+        return torch.cat([actions, actions[:, -1:].expand(-1, missing, -1)], dim=1)
+
+    def predict_x0(
+        self,
+        window: Tensor,
+        noisy: Tensor,
+        level: Tensor,
+        actions: Tensor,
+        generator: torch.Generator | None,
+    ) -> Tensor:
+        """The ``x0`` objective's prediction, differentiable: the next ``chunk`` latents
+        (B, chunk, C, h, w) from the clean window (B, K, C, h, w) (the motion base), its
+        noised copy, the level (B,) and actions (B, K + chunk - 1, A). One evaluation from
+        pure noise at sigma_max (IWS's terminal-only jump)."""
+        cfg, c = self.cfg, self.ccfg
+        b, _, ch, h, w = window.shape
+        n_out = out_channels(cfg)
+        sigma = torch.full((b,), c.sigma_max, device=window.device, dtype=window.dtype)
+        x_t = c.sigma_max * torch.randn(
+            (b, n_out, h, w), generator=generator, device=window.device, dtype=window.dtype
+        )
+        raw = self.model_fn(
+            x_t * cm.c_in(sigma, c.sigma_data)[:, None, None, None],
+            cm.c_noise(sigma),
+            self.make_cond(noisy, level, actions),
+        )
+        res = raw[:, : cfg.chunk * ch].unflatten(1, (cfg.chunk, ch)) * self._scale()[:, None]
+        if cfg.motion != "flow":
+            if not cfg.predict_delta:
+                return res
+            return window[:, -1:] + torch.cumsum(res, dim=1)
+        flows = bounded_flow(raw[:, cfg.chunk * ch :], cfg.flow_max).unflatten(1, (cfg.chunk, 2))
+        out, prev = [], window[:, -1]
+        for j in range(cfg.chunk):
+            prev = warp(prev, flows[:, j]) + res[:, j]
+            out.append(prev)
+        return torch.stack(out, dim=1)
+
+    def settle(self, z: Tensor) -> Tensor:
+        """Put predicted latents (..., C, h, w) back in range: ``pixel_norm`` renorm, then
+        the clamp to the training latents' per-channel range (a guard against blow-ups)."""
+        if self.cfg.renorm == "pixel_norm":
+            norm = z.norm(dim=-3, keepdim=True).clamp_min(1e-6)
+            z = z * (self.pixel_norm / norm)
+        low, high = self.latent_low[:, None, None], self.latent_high[:, None, None]
+        return torch.maximum(torch.minimum(z, high), low)
+
+    def sample_chunk(
         self,
         window: Tensor,
         actions: Tensor,
         generator: torch.Generator | None,
         ctx_noise: float | None = None,
     ) -> Tensor:
-        """z_{t+1} (B, C, h, w) from the clean window (B, K, C, h, w) and normalised actions
-        (B, K, A); context noise ``ctx_noise`` (default cfg). One network evaluation, plus
-        one per ``cfg.sample_sigmas``. The result is clamped to the per-channel range of
-        the training latents (``latent_low/high``), a guard against blow-ups."""
+        """The next ``chunk`` latents (B, chunk, C, h, w) from the clean window
+        (B, K, C, h, w) and normalised actions (B, K + chunk - 1, A) (or (B, K, A): later
+        actions held); context noise ``ctx_noise`` (default cfg). One network evaluation
+        (plus one per consistency ``cfg.sample_sigmas``), then :meth:`settle`."""
         level_value = self.cfg.ctx_noise if ctx_noise is None else ctx_noise
         level = torch.full((window.shape[0],), level_value, device=window.device)
         noisy = self.noisy_context(window, level, generator)
+        actions = self.chunk_actions(actions)
+        if self.cfg.objective == "x0":
+            return self.settle(self.predict_x0(window, noisy, level, actions, generator))
         cond = self.make_cond(noisy, level, actions)
         c = self.ccfg
         x0 = cm.sample_multistep(
@@ -252,9 +323,17 @@ class Dynamics(nn.Module):
             device=window.device,
             dtype=window.dtype,
         )
-        z_next = self.next_from(x0, self.delta_base(window, noisy))
-        low, high = self.latent_low[:, None, None], self.latent_high[:, None, None]
-        return torch.maximum(torch.minimum(z_next, high), low)
+        return self.settle(self.next_from(x0, self.delta_base(window, noisy)))[:, None]
+
+    def sample_next(
+        self,
+        window: Tensor,
+        actions: Tensor,
+        generator: torch.Generator | None,
+        ctx_noise: float | None = None,
+    ) -> Tensor:
+        """z_{t+1} (B, C, h, w): the first latent of :meth:`sample_chunk`."""
+        return self.sample_chunk(window, actions, generator, ctx_noise)[:, 0]
 
     def delta_base(self, window: Tensor, noisy: Tensor) -> Tensor:
         """The latent the delta is added to: the last clean or noised context latent."""

@@ -124,11 +124,26 @@ class WorldModel(nn.Module):
 
     @torch.inference_mode()
     def probe_frames(self, frames: np.ndarray | Tensor) -> tuple[np.ndarray, np.ndarray]:
-        """uint8 frames (B, H, W, 3) -> agent_xy (B, 2), block_pose (B, 3) float32 numpy."""
+        """uint8 frames (B, H, W, 3) -> agent_xy (B, 2), block_pose (B, 3) float32 numpy.
+
+        With a dynamics task head, both are read off the frames' latents (state and task
+        heads); otherwise the image probe reads them."""
+        dyn = self.dynamics
+        if dyn is not None and dyn.task_head is not None and self.autoencoder is not None:
+            z = self.encode(frames)
+            with self._autocast():
+                agent, block = dyn.read_state(z), dyn.read_task(z)
+            return agent.float().cpu().numpy(), block.float().cpu().numpy()
         if self.probe is None:
-            raise ModelError("this model has no probe part")
+            raise ModelError("this model has no probe part and no task head")
         agent, block = self.probe.predict(frames)
         return agent.float().cpu().numpy(), block.float().cpu().numpy()
+
+    @property
+    def has_task_reader(self) -> bool:
+        """Whether the model can read the task state (a probe or a dynamics task head)."""
+        dyn = self.dynamics
+        return self.probe is not None or (dyn is not None and dyn.task_head is not None)
 
     @torch.inference_mode()
     def start(
@@ -229,7 +244,36 @@ class WorldModel(nn.Module):
     @torch.inference_mode()
     def step(self, actions: np.ndarray | Tensor) -> StepOutput:
         """Advance every rollout by one frame. actions: (B, A) float32 applied now."""
-        ae, dyn = self._require()
+        a = self._normalised_step_actions(actions)
+        return self._advance(a[:, None])[0]
+
+    @torch.inference_mode()
+    def step_many(self, actions: np.ndarray | Tensor) -> list[StepOutput]:
+        """Advance every rollout by T frames of known actions (B, T, A): open-loop replay.
+
+        A model that predicts ``chunk`` frames per call takes T / chunk calls here (each
+        with the real later actions); :meth:`step` would hold the current action instead.
+        """
+        _, dyn = self._require()
+        acts = _to_tensor(actions, self.device)
+        if acts.dim() != 3 or acts.shape[0] != self.batch_size:
+            raise ValueError(f"actions must be (B, T, A), got {tuple(acts.shape)}")
+        out: list[StepOutput] = []
+        f = dyn.cfg.chunk
+        for t0 in range(0, acts.shape[1], f):
+            a = torch.stack(
+                [
+                    self._normalised_step_actions(acts[:, t])
+                    for t in range(t0, min(t0 + f, acts.shape[1]))
+                ],
+                dim=1,
+            )
+            out.extend(self._advance(a))
+        return out
+
+    def _normalised_step_actions(self, actions: np.ndarray | Tensor) -> Tensor:
+        """(B, A) raw -> normalised; fills the padded window actions on the first step."""
+        _, dyn = self._require()
         if self._window is None or self._actions is None:
             raise RuntimeError("call start() before step()")
         a = dyn.normalise_actions(_to_tensor(actions, self.device))
@@ -239,20 +283,45 @@ class WorldModel(nn.Module):
             pad = self._pad_rows
             self._actions[pad] = a[pad][:, None].expand(-1, self._actions.shape[1], -1)
             self._pad_rows = torch.zeros_like(pad)
-        act_window = torch.cat([self._actions, a[:, None]], dim=1)
+        return a
+
+    def _advance(self, a: Tensor) -> list[StepOutput]:
+        """One network call for n <= chunk frames of normalised actions a (B, n, A)."""
+        ae, dyn = self._require()
+        assert self._window is not None and self._actions is not None
+        n = a.shape[1]
+        act_window = torch.cat([self._actions, a], dim=1)  # (B, K - 1 + n, A)
         with self._autocast():
-            z = dyn.sample_next(self._window, act_window, self._generator).float()
-            frames = ae.decode(z)
-            state = dyn.read_state(z).float()
-        self._window = torch.cat([self._window[:, 1:], z[:, None]], dim=1)
-        self._actions = act_window[:, 1:]
-        task = None
-        if self.probe is not None:
+            z_all = dyn.sample_chunk(self._window, act_window, self._generator).float()[:, :n]
+        outs = []
+        for j in range(n):
             with self._autocast():
-                task = self.probe.predict(frames)[1].float().cpu().numpy()
-        return StepOutput(
-            frames=frames.cpu().numpy(), state=state.cpu().numpy(), task_state=task, latents=z
-        )
+                z = z_all[:, j]
+                frames = ae.decode(z)
+                if dyn.cfg.renorm == "reencode":
+                    z = ae.encode(frames).float()
+                state = dyn.read_state(z).float()
+                task = self._task_state(z, frames)
+            outs.append(
+                StepOutput(
+                    frames=frames.cpu().numpy(),
+                    state=state.cpu().numpy(),
+                    task_state=task,
+                    latents=z,
+                )
+            )
+            self._window = torch.cat([self._window[:, 1:], z[:, None]], dim=1)
+        self._actions = act_window[:, n:]
+        return outs
+
+    def _task_state(self, z: Tensor, frames: Tensor) -> np.ndarray | None:
+        """(B, 3) block pose from the dynamics' task head on z, else the probe on frames."""
+        assert self.dynamics is not None
+        if self.dynamics.task_head is not None:
+            return self.dynamics.read_task(z).float().cpu().numpy()
+        if self.probe is not None:
+            return self.probe.predict(frames)[1].float().cpu().numpy()
+        return None
 
 
 def _to_tensor(x: np.ndarray | Tensor, device: torch.device) -> Tensor:

@@ -47,6 +47,8 @@ from factory.train.loop import (
 log = logging.getLogger(__name__)
 
 CACHE_FILE = "latents.cache.safetensors"
+DYNAMICS_TRAIN = TrainConfig(batch_size=16, lr=1e-3, warmup_steps=200)
+"""The dynamics stage's default optimiser settings."""
 
 
 @dataclass(frozen=True)
@@ -58,6 +60,16 @@ class DynamicsTrainOptions:
     unroll_prob: float = 0.5
     pad_prob: float = 0.05
     state_weight: float = 0.1
+    grad_unroll: int = 1
+    task_weight: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.grad_unroll < 1 or self.unroll_steps < 0:
+            raise ValueError("need grad_unroll >= 1 and unroll_steps >= 0")
+
+    def window_length(self, context: int, chunk: int) -> int:
+        """Frames a training window needs: the context, then every unrolled chunk."""
+        return context + chunk * (self.unroll_steps + self.grad_unroll)
 
 
 def _cache_key(ae: Autoencoder, data: EpisodeData) -> str:
@@ -119,11 +131,20 @@ def set_normalisation(
     k = dyn.cfg.context
     idx = sampler.sample(2048, np.random.default_rng(seed))
     z_next = latents[idx[:, k]].float()
-    base = z_next - latents[idx[:, k - 1]].float() if dyn.cfg.predict_delta else z_next
+    residual = dyn.cfg.predict_delta or dyn.cfg.motion != "none"
+    base = z_next - latents[idx[:, k - 1]].float() if residual else z_next
     std = base.transpose(0, 1).reshape(base.shape[1], -1).std(dim=1).clamp_min(1e-4)
     dyn.target_scale.copy_(std / dyn.ccfg.sigma_data)
     dyn.latent_low.copy_(latents.amin(dim=(0, 2, 3)).float())
     dyn.latent_high.copy_(latents.amax(dim=(0, 2, 3)).float())
+    if dyn.cfg.renorm == "pixel_norm":
+        dyn.pixel_norm.copy_(z_next.norm(dim=1).mean())
+    if dyn.task_head is not None:
+        if data.task_state is None:
+            raise ValueError("task_dim > 0 needs data/gt_state (the task state) in the store")
+        pos = torch.from_numpy(data.task_state[:, :-1]).float()
+        dyn.task_mean.copy_(pos.mean(0))
+        dyn.task_std.copy_(pos.std(0).clamp_min(1e-6))
 
 
 def _batch(
@@ -136,18 +157,66 @@ def _batch(
     return z, a, s
 
 
+def task_loss(
+    dyn: Dynamics, z: Tensor, data: EpisodeData, idx: np.ndarray, gen: torch.Generator
+) -> Tensor:
+    """The task head's MSE on every latent of the windows z (B, L, C, h, w), lightly
+    noised (0.05) as generated latents are imperfect; task state from data (B, L, P)."""
+    assert dyn.task_head is not None and data.task_state is not None
+    pose = torch.from_numpy(data.task_state[idx]).to(z.device).flatten(0, 1)
+    flat = z.flatten(0, 1)
+    flat = flat + 0.05 * torch.randn(flat.shape, generator=gen, device=z.device)
+    return (dyn.task_head(flat) - dyn.task_target(pose)).pow(2).mean()
+
+
 @torch.no_grad()
 def unroll_context(
     dyn: Dynamics, z: Tensor, a: Tensor, steps: int, generator: torch.Generator | None
 ) -> Tensor:
     """Roll ``steps`` frames on the model's own predictions from the real context z[:, :K];
     returns the final window (B, K, C, h, w)."""
-    k = dyn.cfg.context
+    k, f = dyn.cfg.context, dyn.cfg.chunk
     window = z[:, :k]
     for r in range(steps):
-        z_pred = dyn.sample_next(window, a[:, r : r + k], generator)
-        window = torch.cat([window[:, 1:], z_pred[:, None]], dim=1)
+        z_pred = dyn.sample_chunk(window, a[:, r * f : r * f + k + f - 1], generator)
+        window = torch.cat([window, z_pred], dim=1)[:, -k:]
     return window
+
+
+def x0_loss(
+    dyn: Dynamics,
+    z: Tensor,
+    a: Tensor,
+    s: Tensor,
+    state: LoopState,
+    unroll: int,
+    opts: DynamicsTrainOptions,
+) -> dict[str, Tensor]:
+    """The ``x0`` objective: MSE of the next ``chunk`` latents (in target-scale units),
+    over ``opts.grad_unroll`` chained predictions, back-propagated through the chain, after
+    ``unroll`` no-grad chunks on the model's own predictions. z: (B, L, C, h, w)."""
+    k, f = dyn.cfg.context, dyn.cfg.chunk
+    gen = state.generator
+    window = unroll_context(dyn, z, a, unroll, gen) if unroll else z[:, :k]
+    pos, losses = unroll * f, []
+    scale = dyn.target_scale[None, None, :, None, None]
+    for _ in range(opts.grad_unroll):
+        level = dyn.train_levels(z.shape[0], gen, z.device)
+        noisy = dyn.noisy_context(window, level, gen)
+        pred = dyn.predict_x0(window, noisy, level, a[:, pos : pos + k + f - 1], gen)
+        losses.append(((pred - z[:, pos + k : pos + k + f]) / scale).pow(2).mean())
+        window = torch.cat([window, dyn.settle(pred)], dim=1)[:, -k:]
+        pos += f
+    loss = torch.stack(losses).mean()
+    z_next = z[:, k]
+    z_state = z_next + 0.05 * torch.randn(z_next.shape, generator=gen, device=z.device)
+    loss_state = (dyn.state_head(z_state) - s[:, k]).pow(2).mean()
+    return {
+        "x0": loss.detach(),
+        "x0_last": losses[-1].detach(),
+        "state": loss_state.detach(),
+        "loss": loss + opts.state_weight * loss_state,
+    }
 
 
 def dynamics_loss(
@@ -212,14 +281,21 @@ def evaluate_one_step(
     idx = sampler.sample(n, np.random.default_rng(seed))
     z, a, s = _batch(latents, data, dyn, idx, device)
     gen = torch.Generator(device=z.device).manual_seed(seed)
-    pred = dyn.sample_next(z[:, :k], a[:, :k], gen)
+    pred = dyn.sample_next(z[:, :k], a[:, : k + dyn.cfg.chunk - 1], gen)
     state_err = (dyn.read_state(z[:, k]) - dyn.denormalise_state(s[:, k])).norm(dim=1).mean()
-    dyn.train(was_training)
-    return {
+    out = {
         "mse": float((pred - z[:, k]).pow(2).mean()),
         "copy_mse": float((z[:, k - 1] - z[:, k]).pow(2).mean()),
         "state_err": float(state_err),
     }
+    if dyn.task_head is not None and data.task_state is not None:
+        truth = torch.from_numpy(data.task_state[idx[:, k]]).float().to(z.device)
+        read = dyn.read_task(z[:, k])
+        out["task_pos_err"] = float((read[:, :-1] - truth[:, :-1]).norm(dim=1).mean())
+        diff = torch.remainder(read[:, -1] - truth[:, -1] + torch.pi, 2 * torch.pi) - torch.pi
+        out["task_angle_err_deg"] = float(torch.rad2deg(diff.abs()).mean())
+    dyn.train(was_training)
+    return out
 
 
 def train_dynamics(
@@ -237,7 +313,7 @@ def train_dynamics(
 
     Returns metrics incl. held-out one-step ``val_mse`` against ``val_copy_mse``.
     """
-    tc = train_cfg or TrainConfig(batch_size=16, lr=1e-3, warmup_steps=200)
+    tc = train_cfg or DYNAMICS_TRAIN
     opts = opts or DynamicsTrainOptions()
     apply_threads(tc)
     config = stage_config(out_dir, cfg, "dynamics", resume)
@@ -247,19 +323,27 @@ def train_dynamics(
     latents = cached_latents(out_dir, ae, data, device)
     dyn = init_part(out_dir, "dynamics", config, resume, device)
     assert isinstance(dyn, Dynamics)
-    k, r = config.dynamics.context, opts.unroll_steps
+    k, r, f = config.dynamics.context, opts.unroll_steps, config.dynamics.chunk
     train_eps, val_eps = data.split(tc.val_fraction, tc.seed)
-    sampler = WindowSampler(data, k + 1 + r, train_eps, opts.pad_prob, k - 1)
-    val_sampler = WindowSampler(data, k + 1, val_eps if len(val_eps) else train_eps)
+    length = opts.window_length(k, f)
+    sampler = WindowSampler(data, length, train_eps, opts.pad_prob, k - 1)
+    val_sampler = WindowSampler(data, k + f, val_eps if len(val_eps) else train_eps)
     if not (resume and "dynamics" in config.parts):
         set_normalisation(dyn, data, latents, sampler, tc.seed)
+    loss_fn = x0_loss if config.dynamics.objective == "x0" else dynamics_loss
 
     def step_fn(state: LoopState) -> dict[str, Tensor]:
-        z, a, s = _batch(latents, data, dyn, sampler.sample(tc.batch_size, state.rng), device)
+        idx = sampler.sample(tc.batch_size, state.rng)
+        z, a, s = _batch(latents, data, dyn, idx, device)
         unroll = 0
         if r > 0 and state.progress >= opts.unroll_start and state.rng.random() < opts.unroll_prob:
             unroll = int(state.rng.integers(1, r + 1))
-        return dynamics_loss(dyn, z, a, s, state, unroll, opts)
+        out = loss_fn(dyn, z, a, s, state, unroll, opts)
+        if dyn.task_head is not None:
+            loss_task = task_loss(dyn, z, data, idx, state.generator)
+            out["task"] = loss_task.detach()
+            out["loss"] = out["loss"] + opts.task_weight * loss_task
+        return out
 
     run = StageRun(Path(out_dir), tc, budget, resume, on_progress, device)
     metrics = train_part(

@@ -41,27 +41,33 @@ ProgressFn = Callable[[int, int | None, dict[str, float]], None]
 
 @dataclass(frozen=True)
 class Budget:
-    """How long a stage trains, in total over resumes: ``minutes``, ``steps`` or both
-    (whichever ends first)."""
+    """How long a stage trains, in total over resumes: wall ``minutes``, ``steps`` or
+    ``cpu_minutes`` (this process's CPU time, all threads; whichever ends first).
+
+    CPU minutes make equal-compute comparisons on a shared machine: another job's load
+    slows the wall clock but not the CPU time a run gets (ablations use them)."""
 
     minutes: float | None = None
     steps: int | None = None
+    cpu_minutes: float | None = None
 
     def __post_init__(self) -> None:
-        if self.minutes is None and self.steps is None:
-            raise ValueError("a budget needs minutes or steps")
+        if self.minutes is None and self.steps is None and self.cpu_minutes is None:
+            raise ValueError("a budget needs minutes, steps or cpu_minutes")
 
-    def progress(self, step: int, elapsed_s: float) -> float:
+    def progress(self, step: int, elapsed_s: float, cpu_s: float = 0.0) -> float:
         """Fraction of the budget used, in [0, 1]."""
         fracs = []
         if self.steps is not None:
             fracs.append(step / max(self.steps, 1))
         if self.minutes is not None:
             fracs.append(elapsed_s / max(self.minutes * 60.0, 1e-9))
+        if self.cpu_minutes is not None:
+            fracs.append(cpu_s / max(self.cpu_minutes * 60.0, 1e-9))
         return float(min(max(fracs), 1.0))
 
-    def done(self, step: int, elapsed_s: float) -> bool:
-        return self.progress(step, elapsed_s) >= 1.0
+    def done(self, step: int, elapsed_s: float, cpu_s: float = 0.0) -> bool:
+        return self.progress(step, elapsed_s, cpu_s) >= 1.0
 
 
 @dataclass(frozen=True)
@@ -110,6 +116,7 @@ class LoopState:
 
     step: int = 0
     elapsed_s: float = 0.0
+    cpu_s: float = 0.0
     progress: float = 0.0
     rng: np.random.Generator = field(default_factory=np.random.default_rng)
     generator: torch.Generator = field(default_factory=torch.Generator)
@@ -122,6 +129,7 @@ def _restore(model_dir: Path, part: str, opt: torch.optim.Optimizer, state: Loop
         return
     state.step = int(saved["step"])
     state.elapsed_s = float(saved["elapsed_s"])
+    state.cpu_s = float(saved.get("cpu_s", 0.0))
     if "numpy_rng" in saved:
         state.rng.bit_generator.state = saved["numpy_rng"]
     log.info("resumed %s at step %d", part, state.step)
@@ -142,6 +150,7 @@ def _checkpoint(
         {
             "step": state.step,
             "elapsed_s": state.elapsed_s,
+            "cpu_s": state.cpu_s,
             "numpy_rng": state.rng.bit_generator.state,
         },
         state.generator,
@@ -177,10 +186,10 @@ def run_training(
         _restore(d, part, opt, state)
     smooth: dict[str, float] = {}
     start_step, t0, last_ckpt = state.step, time.monotonic(), time.monotonic()
-    base_elapsed = state.elapsed_s
-    total = budget.steps if budget.minutes is None else None
-    while not budget.done(state.step, state.elapsed_s):
-        state.progress = budget.progress(state.step, state.elapsed_s)
+    base_elapsed, base_cpu, cpu0 = state.elapsed_s, state.cpu_s, time.process_time()
+    total = budget.steps if budget.minutes is None and budget.cpu_minutes is None else None
+    while not budget.done(state.step, state.elapsed_s, state.cpu_s):
+        state.progress = budget.progress(state.step, state.elapsed_s, state.cpu_s)
         for group in opt.param_groups:
             group["lr"] = lr_at(cfg, state.step, state.progress)
         metrics = step_fn(state)
@@ -193,6 +202,7 @@ def run_training(
         opt.step()
         state.step += 1
         state.elapsed_s = base_elapsed + time.monotonic() - t0
+        state.cpu_s = base_cpu + time.process_time() - cpu0
         for k, v in metrics.items():
             val = float(v.detach()) if isinstance(v, Tensor) else float(v)
             smooth[k] = val if k not in smooth else 0.9 * smooth[k] + 0.1 * val
@@ -207,6 +217,7 @@ def run_training(
     out.update(
         step=float(state.step),
         elapsed_s=state.elapsed_s,
+        cpu_s=state.cpu_s,
         steps_per_s=(state.step - start_step) / session,
         samples_per_s=(state.step - start_step) * cfg.batch_size / session,
     )
