@@ -2,11 +2,11 @@
 
 From ``starts`` held-out real frames where the agent is clear of a block at rest, the
 model rolls ``steps`` steps with the agent commanded to stay where it is (action = its
-current position). The ground truth leaves the block exactly where it was (gym-pusht has
-no damping and no floor friction, so a block at rest stays at rest until touched). The
-report compares the generated frames with the start frame: T-mask IoU at a few horizons,
-and the drift of the model's own reading of the block pose (:mod:`factory.eval.task_state`)
-from its reading of the start frame.
+current position). The ground truth leaves the block exactly where it was: gym-pusht's
+space damping of 0 removes every body's velocity each physics step, so an untouched block
+is still. The report compares the generated frames with the start frame (T-mask IoU at a
+few horizons) and the model's own reading of the block pose (:mod:`factory.eval.task_state`)
+at the last step with its reading of the start frame.
 
 Shapes: ``N`` starts, ``K`` context frames, ``H, W`` image size.
 """
