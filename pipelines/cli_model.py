@@ -5,6 +5,7 @@ factory train dynamics --data data/pusht_play.zarr --out runs/model --minutes 60
 factory train decoder --data data/pusht_play.zarr --out runs/model --minutes 10
 factory train probe --data data/pusht_play.zarr --out runs/model --minutes 10
 factory eval fidelity --model runs/model --data data/pusht_heldout.zarr --json --video fid.mp4
+factory eval transfer data/pusht_gen.zarr --json
 factory bench rollout --json
 """
 
@@ -82,6 +83,9 @@ def eval_fidelity(
     episodes: Annotated[int, typer.Option(help="Episodes to replay.")] = 16,
     stability_frames: Annotated[int, typer.Option(help="Closed-loop rollout length.")] = 9000,
     video: Annotated[Path | None, typer.Option(help="Write real | generated mp4 here.")] = None,
+    permanence_starts: Annotated[
+        int, typer.Option(help="Starts of the block-at-rest permanence check (0: skip).")
+    ] = 8,
     device: Annotated[str, typer.Option(help="auto | cpu | cuda[:N].")] = "auto",
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
@@ -94,6 +98,7 @@ def eval_fidelity(
         episodes=episodes,
         video=video,
         stability_frames=stability_frames,
+        permanence_starts=permanence_starts,
         device=device,
     )
     with LazyBar("stability rollout") as bar:
@@ -104,6 +109,28 @@ def eval_fidelity(
         from pipelines.eval_view import render_fidelity
 
         render_fidelity(result)
+
+
+@eval_app.command("transfer")
+@user_errors
+def eval_transfer(
+    store: Annotated[Path, typer.Argument(help="Episodes `factory generate` made from seeds.")],
+    env: Annotated[
+        str | None, typer.Option(help="Ground-truth env (default: the one recorded).")
+    ] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Replay generated episodes open loop in the ground truth: do the outcomes agree?"""
+    from factory.eval.transfer import run_transfer
+
+    with LazyBar("eval transfer") as bar:
+        result = run_transfer(store, env, lambda done, total: bar.update(done, total))
+    if json_out:
+        print_json(result)
+    else:
+        from pipelines.eval_view import render_transfer
+
+        render_transfer(result)
 
 
 @bench_app.command("rollout")

@@ -4,8 +4,10 @@
     factory eval fidelity --model runs/pusht_v1 --data data/pusht_heldout.zarr --video fid.mp4
 
 It reports the autoencoder's own PSNR and IoU; replayed real actions from real initial
-frames at horizons 1, 10, 50 and 100 beside the copy-last-frame baseline; and a long
-closed-loop stability rollout under ``play`` actions.
+frames at horizons 1, 10, 50 and 100 beside the copy-last-frame baseline; the probe's
+errors on real frames (``probe_real``); the permanence check (a block at rest with the agent
+held still, :mod:`factory.eval.permanence`); and a long closed-loop stability rollout under
+``play`` actions.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ from factory.eval.fidelity import (
     replay_set,
     rollout_replay,
 )
+from factory.eval.permanence import PermanenceConfig, permanence_metrics
+from factory.eval.task_state import probe_real_summary
 from factory.model import WorldModel
 from factory.store import EpisodeStore
 from pipelines.models import load_model
@@ -51,6 +55,7 @@ class FidelityRequest:
     video: Path | None = None
     device: str = "auto"
     seed: int = 0
+    permanence_starts: int = 8  # 0: skip the permanence check
 
 
 def run_fidelity(req: FidelityRequest, on_progress: Progress | None = None) -> dict[str, Any]:
@@ -59,6 +64,8 @@ def run_fidelity(req: FidelityRequest, on_progress: Progress | None = None) -> d
 
     if req.episodes <= 0:
         raise FactoryError(f"--episodes must be positive, got {req.episodes}")
+    if req.permanence_starts < 0:
+        raise FactoryError(f"--permanence-starts must be >= 0, got {req.permanence_starts}")
     model, model_id = load_model(req.model, resolve_device(req.device))
     with EpisodeStore.open(req.data) as store:
         for key in ("image", "action", "gt_state"):
@@ -71,13 +78,21 @@ def run_fidelity(req: FidelityRequest, on_progress: Progress | None = None) -> d
         context = req.context or model.config.dynamics.context
         rs = replay_set(store, req.episodes, context, max(HORIZONS))
         reference = _reference_frames(store)
-        probe = probe_metrics(model, store) if "state" in store.schema.keys else None
+        has_state = "state" in store.schema.keys
+        probe = probe_metrics(model, store) if has_state else None
+        permanence = None
+        if has_state and req.permanence_starts > 0:
+            pcfg = PermanenceConfig(starts=req.permanence_starts, seed=req.seed)
+            permanence = permanence_metrics(model, store, context, pcfg)
     generated = rollout_replay(model, rs, seed=req.seed)
     result: dict[str, Any] = {"model": model_id, "data": str(req.data), "episodes": len(rs.frames)}
     result.update(autoencoder_metrics(model, rs.frames.reshape(-1, *rs.frames.shape[2:])))
     result["horizons"] = horizon_metrics(model, rs, generated)
     if probe is not None:
         result["probe"] = probe
+        result["probe_real"] = probe_real_summary(probe)
+    if permanence is not None:
+        result["permanence"] = permanence
     if req.video is not None:
         write_side_by_side(req.video, rs.frames[:, rs.context - 1 :], generated)
         result["video"] = str(req.video)

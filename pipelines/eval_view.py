@@ -1,4 +1,4 @@
-"""Render ``factory eval fidelity`` results as a rich table."""
+"""Render ``factory eval fidelity`` and ``factory eval transfer`` results for people."""
 
 from __future__ import annotations
 
@@ -21,6 +21,15 @@ def render_fidelity(result: dict[str, Any], console: Console | None = None) -> N
     for h, row in result["horizons"].items():
         table.add_row(h, *(f"{row[c]:.3f}" for c in COLUMNS))
     console.print(table)
+    if "probe_real" in result:
+        p = result["probe_real"]
+        console.print(
+            f"probe on {p['frames']} real frames: block {p['block_px']:.1f} px "
+            f"(p95 {p['block_px_p95']:.1f}), angle {p['angle_deg']:.1f} deg, "
+            f"agent {p['agent_px']:.1f} px"
+        )
+    if "permanence" in result:
+        render_permanence(result["permanence"], console)
     if "stability" in result:
         s = result["stability"]
         console.print(
@@ -30,3 +39,37 @@ def render_fidelity(result: dict[str, Any], console: Console | None = None) -> N
         )
     if "video" in result:
         console.print(f"video: {result['video']}")
+
+
+def render_permanence(p: dict[str, Any], console: Console) -> None:
+    """One line: T IoU against the start frame per horizon and the block's drift."""
+    if not p.get("starts"):
+        console.print("permanence: no start with the agent clear of a block at rest")
+        return
+    ious = ", ".join(
+        f"{k.removeprefix('iou_')} {v:.3f}"
+        for k, v in p.items()
+        if k.startswith("iou_") and not k.endswith("_min")
+    )
+    console.print(
+        f"permanence ({p['starts']} starts, agent held still {p['steps']} steps): "
+        f"T IoU vs start at {ious}; block drift {p['block_drift_px']:.1f} px, "
+        f"angle drift {p['angle_drift_deg']:.1f} deg (medians)"
+    )
+
+
+def render_transfer(r: dict[str, Any], console: Console | None = None) -> None:
+    """Two lines: success rates inside the model and in the world, and the pose errors."""
+    console = console or Console()
+    given = r["real_success_given_model_success"]
+    given_text = "n/a (no model success)" if given is None else f"{given:.0%}"
+    console.print(
+        f"{r['episodes']} episodes of {r['store']} replayed in {r['env']} "
+        f"({r['skipped']} skipped): success in the model {r['model_success']:.0%}, "
+        f"in the world {r['real_success']:.0%}, in the world given the model's {given_text}, "
+        f"agreement {r['agreement']:.0%}"
+    )
+    console.print(
+        f"final block: the model's reading vs the world, median {r['block_err_px_median']:.1f}"
+        f" px and {r['angle_err_deg_median']:.1f} deg"
+    )

@@ -1,0 +1,167 @@
+"""Object permanence: does a block that nothing touches stay where it is, and whole?
+
+From ``starts`` held-out real frames where the agent is clear of a block at rest, the
+model rolls ``steps`` steps with the agent commanded to stay where it is (action = its
+current position). The ground truth leaves the block exactly where it was: gym-pusht's
+space damping of 0 removes every body's velocity each physics step, so an untouched block
+is still. The report compares the generated frames with the start frame (T-mask IoU at a
+few horizons) and the model's own reading of the block pose (:mod:`factory.eval.task_state`)
+at the last step with its reading of the start frame.
+
+Shapes: ``N`` starts, ``K`` context frames, ``H, W`` image size.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from factory.envs import pusht_geometry as geo
+from factory.eval import metrics as m
+from factory.eval.task_state import generated_block_pose, real_block_pose
+from factory.model import WorldModel
+from factory.store import EpisodeStore
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class PermanenceConfig:
+    """How the permanence check picks its starts and how long it rolls.
+
+    ``margin_px``: the agent disk must be at least this far from the T (board px), in every
+    context frame; ``still_px`` / ``still_deg``: the block may move at most this much over
+    the context frames (it is at rest).
+    """
+
+    starts: int = 8
+    steps: int = 100
+    horizons: tuple[int, ...] = (10, 40, 100)
+    margin_px: float = 30.0
+    still_px: float = 0.5
+    still_deg: float = 0.5
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class PermanenceStarts:
+    """Chosen starts: frames (N, K, H, W, 3) uint8 (the last is the start frame), actions
+    (N, K-1, A) float32 (those applied at all but the last), agent (N, 2) the agent's real
+    position at the start frame, where (N, 2) int (episode, frame index of the start)."""
+
+    frames: np.ndarray
+    actions: np.ndarray
+    agent: np.ndarray
+    where: np.ndarray
+
+
+def candidate_starts(
+    agent: np.ndarray, block: np.ndarray, context: int, cfg: PermanenceConfig = PermanenceConfig()
+) -> np.ndarray:
+    """Frame indices t (ascending) of one episode whose context window ``t-K+1 .. t``
+    qualifies: agent (T, 2) board px, block (T, 3) poses.
+
+    In every frame of the window the agent disk is at least ``margin_px`` from the T, and
+    the block moves at most ``still_px`` and ``still_deg`` in all over the window.
+    """
+    n = len(agent)
+    if n < context:
+        return np.zeros(0, np.int64)
+    gap = np.array([geo.distance_to_block(a, b) for a, b in zip(agent, block, strict=True)])
+    clear = gap - geo.AGENT_RADIUS >= cfg.margin_px
+    moved = np.concatenate([[0.0], m.position_error(block[1:, :2], block[:-1, :2])])
+    turned = np.concatenate([[0.0], m.angle_error_deg(block[1:, 2], block[:-1, 2])])
+    ok = []
+    for t in range(context - 1, n):
+        lo = t - context + 1
+        if (
+            clear[lo : t + 1].all()
+            and moved[lo + 1 : t + 1].sum() <= cfg.still_px
+            and turned[lo + 1 : t + 1].sum() <= cfg.still_deg
+        ):
+            ok.append(t)
+    return np.asarray(ok, np.int64)
+
+
+def choose_starts(
+    store: EpisodeStore, context: int, cfg: PermanenceConfig = PermanenceConfig()
+) -> PermanenceStarts | None:
+    """Up to ``cfg.starts`` qualifying starts, evenly spaced over all qualifying frames of
+    the store in (episode, frame) order; None if there is none."""
+    pool = [
+        (i, int(t))
+        for i in range(store.n_episodes)
+        for t in candidate_starts(
+            store.episode(i)["state"][:, :2], store.episode(i)["gt_state"], context, cfg
+        )
+    ]
+    if not pool:
+        return None
+    picks = np.unique(np.linspace(0, len(pool) - 1, min(cfg.starts, len(pool))).astype(np.int64))
+    chosen = [pool[j] for j in picks]
+    frames, actions, agent = [], [], []
+    for i, t in chosen:
+        ep = store.episode(i)
+        lo = t - context + 1
+        frames.append(ep["image"][lo : t + 1])
+        actions.append(np.asarray(ep["action"][lo:t], np.float32))
+        agent.append(np.asarray(ep["state"][t, :2], np.float32))
+    return PermanenceStarts(
+        frames=np.stack(frames),
+        actions=np.stack(actions),
+        agent=np.stack(agent),
+        where=np.asarray(chosen, np.int64),
+    )
+
+
+def run_permanence(
+    model: WorldModel, starts: PermanenceStarts, cfg: PermanenceConfig = PermanenceConfig()
+) -> dict[str, Any]:
+    """Roll every start ``cfg.steps`` steps with the agent held still; the summary dict.
+
+    Keys: ``starts``, ``steps``, ``iou_<h>`` (mean T-mask IoU of step h against the start
+    frame) for each horizon, ``iou_<steps>_min``, ``block_drift_px`` and
+    ``angle_drift_deg`` (median over starts of the model's block reading at the last step
+    against its reading of the start frame), ``block_drift_px_max``, ``agent_drift_px``
+    (median distance of the dynamics' agent state from the commanded position) and
+    ``where`` ([episode, frame] of each start).
+    """
+    start = starts.frames[:, -1]
+    start_mask = m.t_mask(start)
+    start_pose = real_block_pose(model, start)
+    hold = starts.agent.astype(np.float32)
+    model.start(starts.frames, starts.actions, seed=cfg.seed)
+    ious: dict[int, np.ndarray] = {}
+    out = None
+    for step in range(1, cfg.steps + 1):
+        out = model.step(hold)
+        if step in cfg.horizons or step == cfg.steps:
+            mask = m.t_mask(out.frames)
+            ious[step] = np.array([m.iou(g, s) for g, s in zip(mask, start_mask, strict=True)])
+    assert out is not None
+    pose = generated_block_pose(model, out)
+    drift = m.position_error(pose[:, :2], start_pose[:, :2])
+    result: dict[str, Any] = {"starts": len(start), "steps": cfg.steps}
+    result.update({f"iou_{h}": float(v.mean()) for h, v in sorted(ious.items())})
+    result[f"iou_{cfg.steps}_min"] = float(ious[cfg.steps].min())
+    result["block_drift_px"] = float(np.median(drift))
+    result["block_drift_px_max"] = float(drift.max())
+    result["angle_drift_deg"] = float(np.median(m.angle_error_deg(pose[:, 2], start_pose[:, 2])))
+    result["agent_drift_px"] = float(np.median(m.position_error(out.state[:, :2], hold)))
+    result["where"] = starts.where.tolist()
+    return result
+
+
+def permanence_metrics(
+    model: WorldModel, store: EpisodeStore, context: int, cfg: PermanenceConfig = PermanenceConfig()
+) -> dict[str, Any]:
+    """:func:`choose_starts` then :func:`run_permanence`; ``{"starts": 0}`` when the store
+    has no qualifying start (logged)."""
+    starts = choose_starts(store, context, cfg)
+    if starts is None:
+        log.warning("permanence: no frame in %s has the agent clear of a block at rest", store.path)
+        return {"starts": 0, "steps": cfg.steps}
+    return run_permanence(model, starts, cfg)
