@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from factory.errors import FactoryError
 from pipelines.cli import app
 from recorders.sources.events import EventBus
-from recorders.viewers.access import check_token, is_loopback, new_token
+from recorders.viewers.access import check_token, is_loopback, new_token, url_host
 from recorders.viewers.web import WebViewer
 
 TOKEN = "operator-token-123"
@@ -41,6 +41,11 @@ def test_loopback_hosts(host: str, loopback: bool) -> None:
 
 def test_token_rules() -> None:
     assert len({new_token() for _ in range(3)}) == 3 and len(new_token()) == 32
+    assert (url_host("::1"), url_host("[::1]"), url_host("127.0.0.1")) == (
+        "[::1]",
+        "[::1]",
+        "127.0.0.1",
+    )
     check_token(None, "127.0.0.1")  # --no-token on loopback: allowed
     check_token(TOKEN, "0.0.0.0")
     with pytest.raises(FactoryError, match="only on loopback"):
