@@ -1,7 +1,7 @@
 """``factory teleop``: record demonstrations by driving the robot inside the world model.
 
 factory teleop --device keyboard --out runs/teleop.zarr --task "push the T onto the goal"
-factory teleop --device web --out runs/teleop.zarr
+factory teleop --device web --out runs/teleop.zarr     # open the printed URL (with ?token=)
 factory teleop --world pusht --device scripted --headless --episodes 3 --out runs/t.zarr --json
 """
 
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Annotated
+from urllib.parse import urlsplit
 
 import typer
 
@@ -44,6 +45,17 @@ def teleop(
     resolution: Annotated[int, typer.Option(help="--world: image size in pixels.")] = 96,
     host: Annotated[str, typer.Option(help="--device web: address to serve on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="--device web: port (0: any free one).")] = 8765,
+    token: Annotated[
+        str | None,
+        typer.Option(
+            envvar="FACTORY_TELEOP_TOKEN",
+            show_envvar=False,
+            help="--device web: the page's token (default: a new random one per session).",
+        ),
+    ] = None,
+    no_token: Annotated[
+        bool, typer.Option("--no-token", help="--device web: ask for no token (loopback only).")
+    ] = False,
     speed: Annotated[float, typer.Option(help="Target speed, board px/s at full tilt.")] = 256.0,
     deadzone: Annotated[float, typer.Option(help="Stick/SpaceMouse deadzone, 0-1.")] = 0.1,
     compute: Annotated[str, typer.Option(help="Model device: auto | cpu | cuda[:N].")] = "auto",
@@ -69,6 +81,8 @@ def teleop(
         resolution=resolution,
         host=host,
         port=port,
+        token=token,
+        no_token=no_token,
         speed=speed,
         deadzone=deadzone,
         compute=compute,
@@ -79,7 +93,11 @@ def teleop(
         where = f"; open {session.viewer.location}" if device == "web" else ""
         keys = "" if device == "scripted" else "; space start, enter/n save, x discard, q quit"
         text = f"teleop: {device} in {session.world.spec.name}{where}{keys}"
-        err_console.print(text, soft_wrap=True, highlight=False)
+        err_console.print(text, soft_wrap=True, highlight=False, markup=False)
+        if device == "web":
+            served = urlsplit(session.viewer.location).port or port
+            for line in web_warnings(host, served, no_token):
+                err_console.print(f"[yellow]warning:[/] {line}", soft_wrap=True, highlight=False)
 
     summary = run_teleop(cfg, ready)
     if json_out:
@@ -97,3 +115,21 @@ def teleop(
         raise typer.Exit(code=2)
     if summary["end_reason"] == "interrupted":
         raise typer.Exit(code=130)
+
+
+def web_warnings(host: str, port: int, no_token: bool) -> list[str]:
+    """What the operator of the web page should know: no token, or not on loopback."""
+    from recorders.viewers.access import is_loopback
+
+    lines = []
+    if no_token:
+        lines.append(
+            "--no-token: any program or user on this machine can open the page and drive "
+            "the robot (other web sites still cannot: the websocket checks its Origin)"
+        )
+    if not is_loopback(host):
+        lines.append(
+            f"serving on {host}, not loopback: the traffic (the token too) is not encrypted; "
+            f"the safe way in is ssh -L {port}:127.0.0.1:{port} with the default --host"
+        )
+    return lines

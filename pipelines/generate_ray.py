@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from factory.errors import FactoryError
 from factory.gen import GeneratedEpisode, GenJob
+from pipelines.ray_auth import prepare_local_start
 
 if TYPE_CHECKING:
     from pipelines.generate import GeneratePlan, Writer
@@ -143,7 +144,8 @@ ray_env_defaults()
 
 
 def connect(address: str | None) -> bool:
-    """Join ``address`` (or start a local Ray); True when this call started Ray."""
+    """Join ``address`` (or start a local Ray, token authentication on: see
+    :mod:`pipelines.ray_auth`); True when this call started Ray."""
     import ray
     from ray._private import ray_constants
 
@@ -153,6 +155,8 @@ def connect(address: str | None) -> bool:
         # Ray read the flag when it was first imported, perhaps before this module set it.
         ray_constants.RAY_ENABLE_UV_RUN_RUNTIME_ENV = False
     kwargs: dict[str, Any] = {"include_dashboard": False, "logging_level": logging.WARNING}
+    if address is None:
+        prepare_local_start()  # token auth stays on; the token file owner-only
     try:
         ray.init(address=address, **kwargs)
     except (ConnectionError, RuntimeError, ValueError) as err:

@@ -2,7 +2,7 @@
 
     factory teleop --device keyboard --out runs/teleop.zarr --task "push the T onto the goal"
     factory teleop --device spacemouse --model runs/v2 --out runs/teleop.zarr
-    factory teleop --device web --out runs/teleop.zarr        # open http://127.0.0.1:8765/
+    factory teleop --device web --out runs/teleop.zarr        # open the printed ?token= URL
     factory teleop --world pusht --device mouse --out runs/gt_teleop.zarr
     factory teleop --device scripted --generator expert --headless --episodes 5 \\
         --steps 200 --out runs/scripted.zarr --json
@@ -66,6 +66,8 @@ class TeleopConfig:
     resolution: int = 96
     host: str = "127.0.0.1"
     port: int = 8765
+    token: str | None = None
+    no_token: bool = False
     speed: float = 256.0
     deadzone: float = 0.1
     compute: str = "auto"
@@ -118,7 +120,28 @@ def check_config(cfg: TeleopConfig) -> None:
         raise FactoryError(f"--threads must be >= 1, got {cfg.threads}")
     if not 0 <= cfg.port <= 65535:
         raise FactoryError(f"--port must be in [0, 65535], got {cfg.port}")
+    if cfg.device == "web":
+        check_web_access(cfg)
     NodeConfig(fps=cfg.fps, steps=cfg.steps, episodes=cfg.episodes)  # validates them
+
+
+def check_web_access(cfg: TeleopConfig) -> None:
+    """``--token`` or ``--no-token`` (not both); no token only on a loopback ``--host``."""
+    from recorders.viewers.access import check_token
+
+    if cfg.no_token and cfg.token is not None:
+        raise FactoryError("pass --token TOKEN or --no-token, not both")
+    if cfg.no_token or cfg.token is not None:
+        check_token(None if cfg.no_token else cfg.token, cfg.host)
+
+
+def page_token(cfg: TeleopConfig) -> str | None:
+    """The token the page asks for: ``--token``, none with ``--no-token``, else a new one."""
+    from recorders.viewers.access import new_token
+
+    if cfg.no_token:
+        return None
+    return cfg.token if cfg.token is not None else new_token()
 
 
 def build_world(cfg: TeleopConfig) -> tuple[World, str | None]:
@@ -210,7 +233,9 @@ def prepare_teleop(cfg: TeleopConfig) -> TeleopSession:
         source = make_source(cfg.device, options, bus)
         opened.append(source.close)
         source.open(world.spec)
-        viewer = make_viewer(viewer_kind(cfg), ViewerOptions(host=cfg.host, port=cfg.port), bus)
+        token = page_token(cfg) if cfg.device == "web" else None
+        shown = ViewerOptions(host=cfg.host, port=cfg.port, token=token)
+        viewer = make_viewer(viewer_kind(cfg), shown, bus)
         viewer.open()
         opened.append(viewer.close)
         initials = initial_conditions(cfg, world.spec)
@@ -256,9 +281,14 @@ def run_teleop(
         device=cfg.device,
         world=session.world.spec.name,
         model_id=session.model_id,
-        page=session.viewer.location if cfg.device == "web" else "",
+        page=_without_token(session.viewer.location) if cfg.device == "web" else "",
     )
     return summary
+
+
+def _without_token(url: str) -> str:
+    """The page's URL minus its ``?token=`` (summaries outlive the session)."""
+    return url.split("?", 1)[0]
 
 
 @contextlib.contextmanager

@@ -1,7 +1,8 @@
 """A minimal Chrome DevTools Protocol client (over aiohttp) to drive headless Chromium.
 
 Only what the teleop page test needs: open a page, dispatch key events, evaluate an
-expression, take a screenshot. Chromium is Debian's (``apt-get install -y chromium``).
+expression, take a screenshot, open (and close) a second tab. Chromium is Debian's
+(``apt-get install -y chromium``).
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ class Browser:
         self._proc: subprocess.Popen[bytes] | None = None
         self._session: Any = None
         self._ws: Any = None
+        self._port = 0
 
     async def __aenter__(self) -> Browser:
         import aiohttp
@@ -58,7 +60,7 @@ class Browser:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        port = await self._devtools_port()
+        self._port = port = await self._devtools_port()
         self._session = aiohttp.ClientSession()
         target = await self._page_target(port)
         self._ws = await self._session.ws_connect(target, max_msg_size=0)
@@ -101,6 +103,18 @@ class Browser:
                     return str(target["webSocketDebuggerUrl"])
             await asyncio.sleep(0.1)
         raise TimeoutError(f"chromium shows no page at {self.url}")
+
+    async def open_tab(self, url: str) -> str:
+        """Open ``url`` in a new tab (this page stays open behind it); its target id."""
+        async with self._session.put(f"http://127.0.0.1:{self._port}/json/new?{url}") as resp:
+            resp.raise_for_status()
+            return str((await resp.json())["id"])
+
+    async def close_tab(self, target_id: str) -> None:
+        """Close a tab from :meth:`open_tab` and bring this page back to the front."""
+        async with self._session.get(f"http://127.0.0.1:{self._port}/json/close/{target_id}"):
+            pass
+        await self.call("Page.bringToFront")
 
     async def call(self, method: str, **params: Any) -> dict[str, Any]:
         """Send one command and return its result (events in between are skipped)."""

@@ -156,6 +156,10 @@ def test_no_spacemouse_or_no_hidapi(monkeypatch: pytest.MonkeyPatch, tmp_path: P
         (["--device", "scripted", "--headless", "--threads", "0"], "--threads"),
         (["--device", "keyboard", "--deadzone", "1.5"], "--deadzone"),
         (["--device", "scripted", "--headless", "--generator", "dance"], "unknown generator"),
+        (["--device", "web", "--host", "0.0.0.0", "--no-token"], "only on loopback"),
+        (["--device", "web", "--host", "::", "--no-token"], "not --host ::"),
+        (["--device", "web", "--token", "short"], "--token must be at least 8"),
+        (["--device", "web", "--token", "long-enough", "--no-token"], "not both"),
     ],
 )
 def test_bad_arguments(tmp_path: Path, args: list[str], needle: str) -> None:

@@ -1,5 +1,6 @@
 """The browser device: the page server over a plain websocket client, and the real page
-in headless Chromium (key presses move the agent in the recorded actions; a screenshot)."""
+in headless Chromium (key presses move the agent in the recorded actions; a screenshot),
+while a page from another origin and clients without the token are turned away."""
 
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ def test_page_server_pushes_frames_and_forwards_input() -> None:
     import aiohttp
 
     bus = EventBus()
-    viewer = WebViewer(bus, port=0)
+    viewer = WebViewer(bus, port=0, token="s3cret-token")
     viewer.open()
     frame = np.random.default_rng(0).integers(0, 255, (32, 32, 3), dtype=np.uint8)
     events: list[Any] = []
@@ -51,7 +52,8 @@ def test_page_server_pushes_frames_and_forwards_input() -> None:
         async with aiohttp.ClientSession() as session:
             async with session.get(viewer.location) as resp:
                 page = await resp.text()
-            async with session.ws_connect(viewer.location + "ws") as ws:
+            url = viewer.address + "ws?token=s3cret-token"
+            async with session.ws_connect(url, origin=viewer.address.rstrip("/")) as ws:
                 await asyncio.to_thread(_wait, lambda: viewer.clients == 1)
                 viewer.show(frame, HUD)
                 png = (await ws.receive(timeout=20)).data
@@ -82,12 +84,55 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+FOREIGN_PAGE = """<!doctype html><script>
+const ws = new WebSocket("%s");
+ws.onopen = () => { ws.send(JSON.stringify({type: "key", key: "x", down: true}));
+                    fetch("/report?result=open"); };
+ws.onclose = () => fetch("/report?result=closed");
+</script>"""
+
+
+async def _foreign_site(teleop_ws: str, reports: asyncio.Queue[str]) -> tuple[Any, str]:
+    """Another origin (a server on another port) whose page opens the teleop websocket,
+    token and all, and tries to discard the episode; it reports back what happened."""
+    from aiohttp import web
+
+    async def page(request: Any) -> Any:
+        return web.Response(text=FOREIGN_PAGE % teleop_ws, content_type="text/html")
+
+    async def report(request: Any) -> Any:
+        await reports.put(request.query["result"])
+        return web.Response(text="ok")
+
+    app = web.Application()
+    app.router.add_get("/", page)
+    app.router.add_get("/report", report)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    return runner, f"http://127.0.0.1:{runner.addresses[0][1]}/"
+
+
+async def _refused_status(url: str, origin: str) -> int:
+    import aiohttp
+
+    async with aiohttp.ClientSession() as session:
+        try:
+            async with session.ws_connect(url, origin=origin):
+                return 101
+        except aiohttp.WSServerHandshakeError as err:
+            return err.status
+
+
 @pytest.mark.skipif(
     not CHROMIUM.exists(),
     reason="needs Debian's headless Chromium at /usr/bin/chromium "
     "(apt-get install -y chromium; .ci/run installs it)",
 )
-def test_page_in_headless_chromium_drives_the_agent(tmp_path: Path) -> None:
+def test_page_in_headless_chromium_drives_the_agent(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     from pipelines.teleop import TeleopConfig, TeleopSession, run_teleop
 
     out = tmp_path / "web.zarr"
@@ -106,6 +151,7 @@ def test_page_in_headless_chromium_drives_the_agent(tmp_path: Path) -> None:
     result: dict[str, Any] = {}
 
     def on_ready(session: TeleopSession) -> None:
+        result["url"] = session.viewer.location
         ready.set()
 
     def serve() -> None:
@@ -118,15 +164,36 @@ def test_page_in_headless_chromium_drives_the_agent(tmp_path: Path) -> None:
     node = threading.Thread(target=serve, daemon=True)
     node.start()
     assert ready.wait(60) and "error" not in result, result
+    url = result["url"]
+    token = url.split("?token=", 1)[1]
+    assert len(token) >= 32 and url.startswith(f"http://127.0.0.1:{cfg.port}/?token=")
     shot = tmp_path / "teleop_page.png"
+    outcomes: dict[str, Any] = {}
+
+    async def intruders(browser: Browser) -> None:
+        """While the operator records: another site's page, then clients without the
+        token; none may get in, and the recording goes on."""
+        socket_url = f"ws://127.0.0.1:{cfg.port}/ws"
+        reports: asyncio.Queue[str] = asyncio.Queue()
+        runner, foreign = await _foreign_site(f"{socket_url}?token={token}", reports)
+        try:
+            tab = await browser.open_tab(foreign)
+            outcomes["foreign"] = await asyncio.wait_for(reports.get(), 60)
+            await browser.close_tab(tab)
+        finally:
+            await runner.cleanup()
+        own = f"http://127.0.0.1:{cfg.port}"
+        outcomes["no token"] = await _refused_status(socket_url, own)
+        outcomes["wrong token"] = await _refused_status(socket_url + "?token=guess", own)
+        outcomes["recording"] = await browser.evaluate("window.teleop.hud.recording")
 
     async def operate() -> None:
-        url = f"http://127.0.0.1:{cfg.port}/"
         async with Browser(url, tmp_path / "profile") as page:
             await page.wait_for("window.teleop && window.teleop.frames > 0")
             await page.key(" ", True)
             await page.key(" ", False)
             await page.wait_for("window.teleop.hud && window.teleop.hud.recording")
+            await intruders(page)
             await page.key("ArrowRight", True)
             await asyncio.sleep(1.0)
             await page.key("ArrowRight", False)
@@ -139,8 +206,17 @@ def test_page_in_headless_chromium_drives_the_agent(tmp_path: Path) -> None:
     asyncio.run(operate())
     assert not node.is_alive(), "the node did not finish after the save key"
     assert "error" not in result, result.get("error")
+    assert outcomes == {
+        "foreign": "closed",
+        "no token": 403,
+        "wrong token": 403,
+        "recording": True,
+    }
+    refusals = [r.getMessage() for r in caplog.records if "refused /ws" in r.getMessage()]
+    assert len(refusals) == 3 and "is not the page's own" in refusals[0], refusals
     summary = result["summary"]
     assert summary["episodes"] == 1 and summary["end_reason"] == "done"
+    assert token not in json.dumps(summary)  # the summary outlives the session
     with EpisodeStore.open(out) as store:
         episode = store.episode(0)
         actions, states, meta = episode["action"], episode["state"], episode.meta

@@ -13,10 +13,12 @@ from recorders.viewers.base import Hud, NullViewer, Viewer
 
 @dataclass(frozen=True)
 class ViewerOptions:
-    """host/port: where the web page is served; size: the window's frame size in pixels."""
+    """host/port: where the web page is served; token: the one it asks for (None: none,
+    loopback only); size: the window's frame size in pixels."""
 
     host: str = "127.0.0.1"
     port: int = 8765
+    token: str | None = None
     size: int = 512
 
 
@@ -33,7 +35,7 @@ def _window(options: ViewerOptions, bus: EventBus) -> Viewer:
 def _web(options: ViewerOptions, bus: EventBus) -> Viewer:
     from recorders.viewers.web import WebViewer
 
-    return WebViewer(bus, host=options.host, port=options.port)
+    return WebViewer(bus, host=options.host, port=options.port, token=options.token)
 
 
 VIEWERS: dict[str, Callable[[ViewerOptions, EventBus], Viewer]] = {

@@ -46,7 +46,8 @@ class Viewer(Protocol):
 
     @property
     def location(self) -> str:
-        """Where to look: ``"window"``, ``"http://127.0.0.1:8765/"``, ``""`` (headless)."""
+        """Where to look: ``"window"``, ``"http://127.0.0.1:8765/?token=..."``, ``""``
+        (headless)."""
         ...
 
     def open(self) -> None:

@@ -5,8 +5,14 @@ websocket over which the server pushes each frame (a binary PNG message, then th
 a JSON text message) and the page sends the operator's keys, pointer and gamepad input
 (:mod:`recorders.sources.web`). Slow clients skip frames: only the newest is sent.
 
+Only the operator gets in (:mod:`recorders.viewers.access`): the page and the websocket
+need the session's token (``?token=``), the websocket must come from the page's own
+origin, and on a loopback bind the request must name loopback; anything else gets 403
+before it reaches the recorder, and is logged.
+
 It binds 127.0.0.1 by default. To drive a model on a remote GPU box, forward the port
-(``ssh -L 8765:127.0.0.1:8765 gpu-box``) rather than binding a public address.
+(``ssh -L 8765:127.0.0.1:8765 gpu-box``) rather than binding a public address: the page
+is plain HTTP, so the token and the frames cross the network unencrypted.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ import numpy as np
 from factory.errors import FactoryError
 from recorders.sources.events import ConnectionEvent, EventBus
 from recorders.sources.web import parse_message
+from recorders.viewers.access import Access, url_host
 from recorders.viewers.base import Hud
 
 log = logging.getLogger(__name__)
@@ -40,12 +47,16 @@ class PortInUseError(FactoryError):
 
 
 class WebViewer:
-    """Serves the teleop page on ``host:port`` (port 0: any free port)."""
+    """Serves the teleop page on ``host:port`` (port 0: any free port) to whoever holds
+    ``token`` (None: no token asked; the caller allows that on loopback only)."""
 
-    def __init__(self, bus: EventBus, host: str = "127.0.0.1", port: int = 8765) -> None:
+    def __init__(
+        self, bus: EventBus, host: str = "127.0.0.1", port: int = 8765, token: str | None = None
+    ) -> None:
         self.bus = bus
         self.host = host
         self.port = int(port)
+        self.access = Access(token=token, host=host)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._runner: Any = None
@@ -54,8 +65,14 @@ class WebViewer:
         self._encode: Any = None
 
     @property
+    def address(self) -> str:
+        """The page's URL without its token."""
+        return f"http://{url_host(self.host)}:{self.port}/"
+
+    @property
     def location(self) -> str:
-        return f"http://{self.host}:{self.port}/"
+        """The page's URL with its token: what the operator opens."""
+        return self.address + self.access.query()
 
     @property
     def clients(self) -> int:
@@ -87,13 +104,13 @@ class WebViewer:
         self._thread = threading.Thread(target=serve, name="teleop-web", daemon=True)
         self._thread.start()
         if not ready.wait(START_TIMEOUT_S):
-            raise FactoryError(f"the web page server did not start on {self.location}")
+            raise FactoryError(f"the web page server did not start on {self.address}")
         if failure:
             self._thread.join()
             self._thread = None
             raise self._explain(failure[0]) from failure[0]
         self._loop = loop
-        log.info("teleop page at %s", self.location)
+        log.info("teleop page at %s", self.address)
 
     def _explain(self, err: BaseException) -> FactoryError:
         if isinstance(err, OSError) and err.errno == errno.EADDRINUSE:
@@ -157,17 +174,32 @@ class WebViewer:
             wake.set()
 
     # -- handlers -------------------------------------------------------------------------
+    def _refuse(self, request: Any) -> None:
+        """Raise 403 for a request the operator did not make (the script holds no secret)."""
+        from aiohttp import web
+
+        if request.path == "/teleop.js":
+            return
+        token = request.query.get("token")
+        headers = {k: request.headers[k] for k in ("Host", "Origin") if k in request.headers}
+        why = self.access.refusal(request.path, token, headers)
+        if why:
+            log.warning("teleop page: refused %s from %s: %s", request.path, request.remote, why)
+            raise web.HTTPForbidden(text=f"forbidden: {why}\n")
+
     async def _page(self, request: Any) -> Any:
         from aiohttp import web
 
+        self._refuse(request)
         name = PAGES[request.path]
         kind = "text/html" if name.endswith(".html") else "text/javascript"
         text = (STATIC / name).read_text(encoding="utf-8")
-        return web.Response(text=text, content_type=kind, headers={"Cache-Control": "no-store"})
+        return web.Response(text=text, content_type=kind, headers=_page_headers(request.host))
 
     async def _socket(self, request: Any) -> Any:
         from aiohttp import WSMsgType, web
 
+        self._refuse(request)  # before the upgrade: a refused client never reaches the bus
         ws = web.WebSocketResponse(heartbeat=10.0, max_msg_size=4096)
         await ws.prepare(request)
         wake = asyncio.Event()
@@ -197,3 +229,18 @@ class WebViewer:
                     png, hud = self._latest
                     await ws.send_bytes(png)
                     await ws.send_str(hud)
+
+
+def _page_headers(host: str) -> dict[str, str]:
+    """No caching, no referrer (the URL holds the token), no framing, same-origin only."""
+    policy = (
+        "default-src 'self'; style-src 'self' 'unsafe-inline'; "
+        f"connect-src 'self' ws://{host}; frame-ancestors 'none'"
+    )
+    return {
+        "Cache-Control": "no-store",
+        "Referrer-Policy": "no-referrer",
+        "X-Content-Type-Options": "nosniff",
+        "X-Frame-Options": "DENY",
+        "Content-Security-Policy": policy,
+    }

@@ -1,21 +1,28 @@
 // factory teleop page: frames in over a websocket, keys / pointer / gamepad out.
 "use strict";
-const teleop = { frames: 0, hud: null, connected: false, sent: 0 };
+const teleop = { frames: 0, hud: null, connected: false, opened: false, sent: 0 };
 window.teleop = teleop;
 
 const canvas = document.getElementById("frame");
 const ctx = canvas.getContext("2d");
 const hudEl = document.getElementById("hud");
 const statusEl = document.getElementById("status");
-const ws = new WebSocket(`ws://${location.host}/ws`);
+// The page's own token (from its URL) opens the websocket; the server refuses any other.
+const token = new URLSearchParams(location.search).get("token");
+const query = token === null ? "" : `?token=${encodeURIComponent(token)}`;
+const ws = new WebSocket(`ws://${location.host}/ws${query}`);
 ws.binaryType = "blob";
 
 function send(msg) {
   if (ws.readyState === WebSocket.OPEN) { ws.send(JSON.stringify(msg)); teleop.sent += 1; }
 }
 
-ws.onopen = () => { teleop.connected = true; statusEl.textContent = "connected"; statusEl.className = "on"; };
-ws.onclose = () => { teleop.connected = false; statusEl.textContent = "disconnected"; statusEl.className = "off"; };
+ws.onopen = () => { teleop.connected = true; teleop.opened = true; statusEl.textContent = "connected"; statusEl.className = "on"; };
+ws.onclose = () => {
+  teleop.connected = false;
+  statusEl.className = "off";
+  statusEl.textContent = teleop.opened ? "disconnected" : "refused (open the URL printed, with its ?token=)";
+};
 ws.onmessage = async (event) => {
   if (typeof event.data === "string") {
     const hud = JSON.parse(event.data);
