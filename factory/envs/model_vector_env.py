@@ -5,7 +5,8 @@ forward pass per ``step``), not N copies. Observations, spaces, rewards and info
 ``gym_pusht/PushT-v0`` with ``obs_type="pixels_agent_pos"``:
 
 - ``pixels``: (B, H, W, 3) uint8 frames (the model's, resized to ``observation_size``);
-- ``agent_pos``: (B, 2) float64, the agent xy in board pixels (the dynamics' state head);
+- ``agent_pos``: (B, 2) float64, the agent xy in board pixels (the dynamics' state head,
+  clipped to the board);
 - reward ``clip(coverage / 0.95, 0, 1)``, ``terminated`` = success = coverage > 0.95, where
   the coverage comes from the model's own task-state reading (the state probe);
 - ``truncated`` once an episode reaches ``episode_length`` steps;
@@ -170,7 +171,7 @@ class ModelVectorEnv(gym.vector.VectorEnv):
 
     def _observation(self, obs: WorldObs) -> dict[str, np.ndarray]:
         return {
-            "agent_pos": obs.state.astype(np.float64),
+            "agent_pos": np.clip(obs.state.astype(np.float64), 0.0, geo.BOARD_SIZE),
             "pixels": resize_nearest(obs.frames, self._size),
         }
 

@@ -51,8 +51,12 @@ class DemofactoryEnv(EnvConfig):
     ``model``: a world-model directory (default: the shipped ``models/pusht``);
     ``episode_length``: steps before truncation; ``seed``: the model's sampling noise and
     the initial seeds when lerobot passes none (``lerobot-eval`` passes ``--seed`` + i);
-    ``device``: ``auto``, ``cpu`` or ``cuda[:N]``; ``observation_height/width``: the size
-    of ``pixels`` (the model's frames are resized to it; 96 is the shipped model's).
+    ``device``: ``auto``, ``cpu`` or ``cuda[:N]``; ``image_size``: the side of the
+    ``pixels`` frames (None: the model's own, 96 for the shipped one, as gym-pusht renders
+    them; other sizes are resized).
+
+    ``observation_height/width`` only feed ``features``, exactly as in lerobot's ``pusht``
+    config: lerobot 0.6.1 does not pass them to gym-pusht, whose frames stay 96 x 96.
     """
 
     task: str | None = "PushT-v0"
@@ -62,8 +66,9 @@ class DemofactoryEnv(EnvConfig):
     seed: int = 0
     device: str = "auto"
     obs_type: str = "pixels_agent_pos"
-    observation_height: int = 96
-    observation_width: int = 96
+    observation_height: int = 384
+    observation_width: int = 384
+    image_size: int | None = None
     features: dict[str, PolicyFeature] = field(default_factory=_features)
     features_map: dict[str, str] = field(default_factory=_features_map)
 
@@ -103,13 +108,12 @@ class DemofactoryEnv(EnvConfig):
                 f"need n_envs >= 1 and env.episode_length >= 1, got {n_envs}, "
                 f"{self.episode_length}"
             )
-        if min(self.observation_height, self.observation_width) < 8:
-            raise PluginInputError("env.observation_height/width must be >= 8 pixels")
+        if self.image_size is not None and self.image_size < 8:
+            raise PluginInputError(f"env.image_size must be >= 8 pixels, got {self.image_size}")
         world = open_world(self.model, self.device, n_envs, seed=self.seed)
+        size = None if self.image_size is None else (self.image_size, self.image_size)
         options = VectorEnvOptions(
-            episode_length=self.episode_length,
-            observation_size=(self.observation_height, self.observation_width),
-            seed=self.seed,
+            episode_length=self.episode_length, observation_size=size, seed=self.seed
         )
         try:
             env = ModelVectorEnv(world, options)
