@@ -46,9 +46,7 @@ def check_model_dir(model: str | Path | None) -> Path | None:
     return path
 
 
-def open_world(
-    model: str | Path | None, device: str, batch_size: int, seed: int = 0
-) -> ModelWorld:
+def open_world(model: str | Path | None, device: str, batch_size: int, seed: int = 0) -> ModelWorld:
     """A batch-``batch_size`` PushT :class:`ModelWorld` of ``model`` on ``device``.
 
     Raises :class:`PluginInputError` for a missing or unreadable model, an unknown

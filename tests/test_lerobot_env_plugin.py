@@ -15,11 +15,11 @@ from factories import write_tiny_model_dir
 
 pytest.importorskip("lerobot.envs.configs")
 
-from lerobot.envs.configs import EnvConfig, PushtEnv  # noqa: E402
-from lerobot_env_demofactory import DemofactoryEnv  # noqa: E402
+from lerobot.envs.configs import EnvConfig, PushtEnv
+from lerobot_env_demofactory import DemofactoryEnv
 
-from factory.envs.model_vector_env import ModelVectorEnv  # noqa: E402
-from pipelines.lerobot_plugin import PluginInputError  # noqa: E402
+from factory.envs.model_vector_env import ModelVectorEnv
+from pipelines.lerobot_plugin import PluginInputError
 
 SIZE = 32  # the tiny model's frames
 

@@ -15,12 +15,12 @@ from factories import write_tiny_model_dir
 
 pytest.importorskip("lerobot.robots.robot")
 
-from lerobot.robots.utils import make_robot_from_config  # noqa: E402
-from lerobot.utils.errors import DeviceNotConnectedError  # noqa: E402
-from lerobot_robot_demofactory import DemofactoryRobot, DemofactoryRobotConfig  # noqa: E402
-from lerobot_robot_demofactory.mapping import TargetMapper, TargetMapping  # noqa: E402
+from lerobot.robots.utils import make_robot_from_config
+from lerobot.utils.errors import DeviceNotConnectedError
+from lerobot_robot_demofactory import DemofactoryRobot, DemofactoryRobotConfig
+from lerobot_robot_demofactory.mapping import TargetMapper, TargetMapping
 
-from pipelines.lerobot_plugin import PluginInputError  # noqa: E402
+from pipelines.lerobot_plugin import PluginInputError
 
 
 class Key(enum.Enum):
@@ -148,7 +148,11 @@ def test_lerobot_record_loop_writes_targets(tiny_dir: Path, tmp_path: Path) -> N
         hw_to_dataset_features(robot.observation_features, "observation", use_video=False),
     )
     ds = LeRobotDataset.create(
-        "local/rec", 10, root=tmp_path / "ds", robot_type=robot.name, features=features,
+        "local/rec",
+        10,
+        root=tmp_path / "ds",
+        robot_type=robot.name,
+        features=features,
         use_videos=False,
     )
 
@@ -163,9 +167,18 @@ def test_lerobot_record_loop_writes_targets(tiny_dir: Path, tmp_path: Path) -> N
     robot.connect()
     t, r, o = make_default_processors()
     events = {"exit_early": False, "rerecord_episode": False, "stop_recording": False}
-    record_loop(robot=robot, events=events, fps=10, teleop_action_processor=t,
-                robot_action_processor=r, robot_observation_processor=o,
-                teleop=teleop, dataset=ds, control_time_s=0.35, single_task="push the T")
+    record_loop(
+        robot=robot,
+        events=events,
+        fps=10,
+        teleop_action_processor=t,
+        robot_action_processor=r,
+        robot_observation_processor=o,
+        teleop=teleop,
+        dataset=ds,
+        control_time_s=0.35,
+        single_task="push the T",
+    )
     ds.save_episode()
     ds.finalize()
     loaded = LeRobotDataset("local/rec", root=tmp_path / "ds", video_backend="pyav")

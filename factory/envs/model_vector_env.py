@@ -97,7 +97,10 @@ class ModelVectorEnv(gym.vector.VectorEnv):
         self._obs: dict[str, np.ndarray] | None = None
         self._t = np.zeros(self.num_envs, np.int64)
         self._done = np.zeros(self.num_envs, bool)
-        self._ended = (np.zeros(self.num_envs, bool), np.zeros(self.num_envs, bool))
+        self._ended: tuple[np.ndarray, np.ndarray] = (
+            np.zeros(self.num_envs, bool),
+            np.zeros(self.num_envs, bool),
+        )
 
     # -- gymnasium API ----------------------------------------------------------------------
     def reset(

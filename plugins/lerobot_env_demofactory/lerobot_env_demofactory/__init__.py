@@ -105,8 +105,7 @@ class DemofactoryEnv(EnvConfig):
             )
         if n_envs < 1 or self.episode_length < 1:
             raise PluginInputError(
-                f"need n_envs >= 1 and env.episode_length >= 1, got {n_envs}, "
-                f"{self.episode_length}"
+                f"need n_envs >= 1 and env.episode_length >= 1, got {n_envs}, {self.episode_length}"
             )
         if self.image_size is not None and self.image_size < 8:
             raise PluginInputError(f"env.image_size must be >= 8 pixels, got {self.image_size}")

@@ -95,7 +95,7 @@ class DemofactoryRobot(Robot):
         self.cameras = {CAMERA: ModelCamera(config.image_height, config.image_width)}
         self.world: Any = None
         self._frame: np.ndarray | None = None
-        self._agent = np.zeros(2, np.float32)
+        self._agent: np.ndarray = np.zeros(2, np.float32)
         self._next_seed = int(config.seed)
         self.steps = 0
         self.resets = 0
@@ -149,7 +149,11 @@ class DemofactoryRobot(Robot):
         """``{"agent_x", "agent_y": float, "image": (H, W, 3) uint8}``."""
         self._require()
         assert self._frame is not None
-        return {"agent_x": float(self._agent[0]), "agent_y": float(self._agent[1]), CAMERA: self._frame}
+        return {
+            "agent_x": float(self._agent[0]),
+            "agent_y": float(self._agent[1]),
+            CAMERA: self._frame,
+        }
 
     def send_action(self, action: dict[str, Any]) -> dict[str, Any]:
         """Map ``action`` to a target, step the model once, and return ``{"x", "y"}``.

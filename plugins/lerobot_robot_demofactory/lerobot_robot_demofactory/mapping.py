@@ -71,7 +71,7 @@ class TargetMapper:
 
     def __init__(self, mapping: TargetMapping) -> None:
         self.mapping = mapping
-        self.target = np.full(2, BOARD / 2, np.float32)
+        self.target: np.ndarray = np.full(2, BOARD / 2, np.float32)
         self._warned = False
 
     def reset(self, agent_xy: np.ndarray) -> None:
