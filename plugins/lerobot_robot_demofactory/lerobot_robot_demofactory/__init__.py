@@ -40,8 +40,10 @@ class DemofactoryRobotConfig(RobotConfig):
     or cuda[:N]; ``seed``: the first reset's seed (each reset takes the next);
     ``max_steps``: reset to the next seed after this many steps (0: never);
     ``reset_on_success``: reset once the model reads coverage > 0.95; ``image_height`` /
-    ``image_width``: the camera frame size; ``mapping`` ... ``key_step``: how a
-    teleoperator's action becomes the target (:mod:`lerobot_robot_demofactory.mapping`).
+    ``image_width``: the camera frame size; ``threads``: torch CPU threads for a CPU model
+    (1, as ``factory teleop``: at batch 1 more threads spin-wait on each other; 0 leaves
+    torch's setting); ``mapping`` ... ``key_step``: how a teleoperator's action becomes
+    the target (:mod:`lerobot_robot_demofactory.mapping`).
     """
 
     model: str | None = None
@@ -51,6 +53,7 @@ class DemofactoryRobotConfig(RobotConfig):
     reset_on_success: bool = True
     image_height: int = 96
     image_width: int = 96
+    threads: int = 1
     mapping: str = "auto"
     target_keys: list[str] = field(default_factory=lambda: ["x", "y"])
     target_scale: list[float] = field(default_factory=lambda: [1.0, 1.0])
@@ -126,6 +129,10 @@ class DemofactoryRobot(Robot):
         if self.world is not None:
             raise DeviceAlreadyConnectedError(f"{self} is already connected")
         self.world = open_world(self.config.model, self.config.device, 1, seed=self.config.seed)
+        if self.world.model.device.type == "cpu" and self.config.threads > 0:
+            import torch
+
+            torch.set_num_threads(self.config.threads)
         self.reset()
         log.info("%s connected to model %s", self, self.world.model_id)
 
