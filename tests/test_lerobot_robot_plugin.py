@@ -39,6 +39,7 @@ def tiny_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def make_robot(tiny_dir: Path, tmp_path: Path, **kw: Any) -> DemofactoryRobot:
+    kw = {"threads": 0, **kw}  # leave the test process's torch threads alone
     cfg = DemofactoryRobotConfig(
         model=str(tiny_dir), device="cpu", calibration_dir=tmp_path / "calib", **kw
     )
