@@ -5,10 +5,11 @@
 
 Batch 1 is the interactive case (teleoperation): the median wall time of one full step
 (dynamics + decode + probe, frames copied back to the host) over ``steps`` steps, as FPS.
-Batches 16 and 64 are the generation case: frames per second over the same number of
-steps. Each batch size is warmed up first and rolled out under ``play``-like random
-actions from ground-truth initial frames. On CUDA the step is also timed under bf16
-autocast (``fps_batch1_bf16``, ``throughput_bf16``) so its benefit is measured, not assumed.
+Batches 10, 16 and 64 are the generation case (10 is lerobot-eval's ``--eval.batch_size``
+in the env plugin's target): frames per second over the same number of steps. Each batch
+size is warmed up first and rolled out under ``play``-like random actions from
+ground-truth initial frames. On CUDA the step is also timed under bf16 autocast
+(``fps_batch1_bf16``, ``throughput_bf16``) so its benefit is measured, not assumed.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ class RolloutBenchRequest:
     device: str = "auto"
     steps: int = 300
     warmup: int = 10
-    batches: tuple[int, ...] = (16, 64)
+    batches: tuple[int, ...] = (10, 16, 64)
     seed: int = 0
 
 

@@ -141,7 +141,7 @@ def bench_rollout(
     steps: Annotated[int, typer.Option(help="Timed steps per batch size.")] = 300,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
-    """Batch-1 interactive FPS (median step) and frames/s at batch 16 and 64."""
+    """Batch-1 interactive FPS (median step) and frames/s at batch 10, 16 and 64."""
     from pipelines.bench_rollout import RolloutBenchRequest, run_rollout_bench
 
     req = RolloutBenchRequest(model=model, device=device, steps=steps)
