@@ -4,12 +4,13 @@
 (``--robot.type=demofactory``) run inside lerobot's own CLIs (``lerobot-eval``,
 ``lerobot-record``, ``lerobot-teleoperate``), which print a traceback for any exception.
 Bad input (a missing model, a model whose action space is not PushT's, an unknown device)
-is instead raised as :class:`PluginInputError`, a ``SystemExit`` carrying one line: the
-interpreter prints that line on stderr and exits with status 1, with no traceback.
+is instead raised as :class:`PluginInputError`, a ``SystemExit`` that writes one line on
+stderr and exits with status 2 (the factory's bad-input status), with no traceback.
 """
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from factory.envs.model_world import ModelWorld
@@ -17,11 +18,18 @@ from factory.errors import FactoryError
 
 
 class PluginInputError(SystemExit):
-    """Bad input to a demofactory lerobot plugin: one line on stderr, exit status 1."""
+    """Bad input to a demofactory lerobot plugin: one line on stderr, exit status 2.
+
+    The line is written when the error is made (it is only made to be raised): lerobot's
+    CLIs print nothing of their own for a ``SystemExit``."""
 
     def __init__(self, message: str) -> None:
         self.message = message
-        super().__init__(f"demofactory: {message}")
+        sys.stderr.write(f"demofactory: {message}\n")
+        super().__init__(2)
+
+    def __str__(self) -> str:
+        return f"demofactory: {self.message}"
 
 
 def check_device(device: str) -> str:

@@ -90,13 +90,13 @@ def test_batched_step_is_one_forward_pass(tiny_dir: Path, monkeypatch: pytest.Mo
     dyn = env.world.model.dynamics
     assert dyn is not None
     calls: list[int] = []
-    original = dyn.sample_next
+    original = dyn.sample_chunk
 
     def counted(window: Any, *args: Any) -> Any:
         calls.append(int(window.shape[0]))
         return original(window, *args)
 
-    monkeypatch.setattr(dyn, "sample_next", counted)
+    monkeypatch.setattr(dyn, "sample_chunk", counted)
     env.reset(seed=0)
     env.step(np.full((4, 2), 200.0, np.float32))
     env.step(np.full((4, 2), 300.0, np.float32))
@@ -163,7 +163,7 @@ def test_bad_input_is_one_line(tiny_dir: Path, kw: dict[str, str], needle: str) 
     cfg = DemofactoryEnv(**{"model": str(tiny_dir), "device": "cpu", **kw})
     with pytest.raises(PluginInputError) as err:
         cfg.create_envs(2)
-    assert needle in str(err.value.code) and "\n" not in str(err.value.code)
+    assert needle in str(err.value) and "\n" not in str(err.value) and err.value.code == 2
 
 
 def test_non_pusht_model_is_refused(tmp_path: Path) -> None:
@@ -180,7 +180,7 @@ def test_lerobot_eval_cli_missing_model_is_one_line(tmp_path: Path) -> None:
     proc = subprocess.run(
         [*cmd, f"--output_dir={tmp_path / 'out'}"], capture_output=True, text=True, env=env
     )
-    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert proc.returncode == 2, proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr + proc.stdout
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("demofactory: no model directory /nonexistent/m"), last

@@ -208,4 +208,4 @@ def test_bad_input_is_one_line_before_connect(
     )
     with pytest.raises(PluginInputError) as err:
         make_robot_from_config(cfg)
-    assert needle in str(err.value.code) and "\n" not in str(err.value.code)
+    assert needle in str(err.value) and "\n" not in str(err.value) and err.value.code == 2
