@@ -34,12 +34,12 @@ from factory.envs.model_world import ModelWorld
 from factory.errors import FactoryError
 from factory.gen import GenJob, RolloutEngine
 from factory.model import PARTS, build_part, load_model_dir, read_config, save_part
+from factory.model.files import model_dir_or_default, model_identity
+from factory.record import open_output
+from factory.record.runner import run_episode
 from factory.store import EpisodeStore
-from pipelines.collect import open_output
 from pipelines.generate import GenerateConfig, run_generate
-from pipelines.models import DEFAULT_MODEL, model_identity
 from recorders.generators import make_generator
-from recorders.rollout import run_episode
 
 Progress = Callable[[int, int, str], None]
 
@@ -59,9 +59,7 @@ class BenchConfig:
 
 
 def _model_dir(cfg: BenchConfig, tmp: Path) -> Path:
-    model_dir = cfg.model or DEFAULT_MODEL
-    if cfg.model is None and not (model_dir / "config.json").exists():
-        raise FactoryError(f"no shipped model at {model_dir}; pass --model DIR")
+    model_dir = model_dir_or_default(cfg.model)
     if cfg.resolution is None:
         return model_dir
     return resized_model(model_dir, cfg.resolution, tmp / f"model{cfg.resolution}")

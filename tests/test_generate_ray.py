@@ -16,9 +16,9 @@ from typer.testing import CliRunner
 
 from factory.envs.pusht import pusht_spec
 from factory.gen import GeneratedEpisode
+from factory.record import open_output
 from factory.store import EpisodeMeta, EpisodeStore
 from pipelines.cli import app
-from pipelines.collect import open_output
 from pipelines.generate import (
     GenerateConfig,
     GenProgress,
@@ -132,7 +132,8 @@ def test_only_success_keeps_successes_and_counts_tries(model_dir: Path, tmp_path
     cfg = GenerateConfig(out=tmp_path / "s.zarr", episodes=4, model=model_dir, only_success=True)
     plan = prepare_generate(cfg)
     writer = Writer(plan, None)
-    with plan.store:
+    assert plan.store is None and not cfg.out.exists()  # created on the first episode
+    with plan.output():
         for seed, ok in [(0, True), (1, False), (2, True), (2, True), (3, False)]:
             writer.add(_episode(seed, ok), "w0", ("w0",), 0)
         s = summarise(writer, plan, {"generate_s": 1.0})

@@ -7,7 +7,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from factory.store import EpisodeMeta
+from factory.record.recorder import EpisodeResult
 from factory.world import Observation
 
 
@@ -50,17 +50,6 @@ class GenJob:
             raise ValueError(f"a job needs steps >= 1, got {self.steps}")
 
 
-@dataclass(frozen=True)
-class GeneratedEpisode:
-    """One generated episode, ready for ``EpisodeStore.append_episode(data, meta)``.
-
-    data: ``image`` (T, H, W, 3) uint8, ``action`` (T, A) float32, ``state`` (T, S) float32
-    (the dynamics' state head), ``gt_state`` (T, 3) float32 (the probe's block pose).
-    """
-
-    data: dict[str, np.ndarray]
-    meta: EpisodeMeta
-
-    @property
-    def frames(self) -> int:
-        return len(self.data["action"])
+GeneratedEpisode = EpisodeResult
+"""One generated episode: ``gt_state`` is the probe's block pose, ``state`` the dynamics'
+state head (see :class:`factory.record.EpisodeResult`)."""
