@@ -180,6 +180,16 @@ def test_bad_input_is_refused_before_any_work(
         assert not out.exists()
 
 
+def test_ray_refusal_after_connect_leaves_no_store(
+    ray_session: Any, model_dir: Path, tmp_path: Path
+) -> None:
+    """Ray answers but cannot run the workers (too few CPUs): nothing is created."""
+    out = tmp_path / "none.zarr"
+    result = _generate(model_dir, out, "--episodes", "2", "--workers", "5")
+    assert_one_line_error(result, "need 5 CPUs")
+    assert not out.exists()
+
+
 @pytest.mark.slow  # four measured runs, three of them on Ray workers
 def test_bench_generate_json(ray_session: Any, model_dir: Path) -> None:
     args = ["bench", "generate", "--model", str(model_dir), "--episodes", "4", "--steps", "3"]
