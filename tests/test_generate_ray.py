@@ -198,8 +198,12 @@ def test_bench_generate_json(ray_session: Any, model_dir: Path) -> None:
     out = json.loads(result.stdout)
     assert {"batched_fps", "batch1_fps", "ratio"} <= set(out)
     assert out["ratio"] == pytest.approx(out["batched_fps"] / out["batch1_fps"])
-    for run in ("batch1", "engine", "ray_1", "ray_2"):
+    for run in ("batch1", "engine", "ray_1", "ray_2", "ray_1_expert"):
         assert out["runs"][run]["frames"] == 12
+    assert out["runs"]["bare"]["frames"] == 6  # batch 2 x 3 timed steps
+    assert out["pipeline_ratio"] == pytest.approx(out["batched_fps"] / out["bare_model_fps"])
+    assert out["play_fps"] == out["batched_fps"]
+    assert out["expert_vs_play"] == pytest.approx(out["expert_fps"] / out["play_fps"])
 
 
 CLUSTER_SCRIPT = textwrap.dedent(
