@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -250,3 +251,25 @@ def test_two_node_cluster(tmp_path: Path) -> None:
     assert summary["episodes"] == 6 and summary["worker_nodes"] == 2
     with EpisodeStore.open(tmp_path / "c.zarr") as store:
         assert sorted(m.seed for m in store.all_meta()) == list(range(6))
+
+
+def test_local_ray_asks_for_token_auth_explicitly(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A local Ray is started with token authentication asked for explicitly (Ray's default,
+    minus its warning, which the user cannot act on); a remote address is left alone."""
+    import ray
+
+    from pipelines.generate_ray import connect
+
+    seen: list[tuple[str | None, str | None]] = []
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+
+    def init(address: str | None = None, **_: Any) -> None:
+        seen.append((address, os.environ.get("RAY_AUTH_MODE")))
+
+    monkeypatch.setattr(ray, "init", init)
+    monkeypatch.setenv("RAY_AUTH_MODE", "unset")  # so that the teardown restores the original
+    monkeypatch.delenv("RAY_AUTH_MODE")
+    assert connect("10.0.0.1:6379") and seen[-1] == ("10.0.0.1:6379", None)
+    assert connect(None) and seen[-1] == (None, "token")
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    assert connect(None) and seen[-1] == (None, "disabled")  # the user's choice wins
