@@ -3,24 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
-from factory.record.recorder import EpisodeResult
-from factory.world import Observation
+from factory.record.recorder import EpisodeResult, Policy
 
-
-class SlotGenerator(Protocol):
-    """A closed-loop action source (``recorders.generators.ActionGenerator`` fits)."""
-
-    name: str
-
-    def params(self) -> dict[str, Any]: ...
-
-    def reset(self, seed: int, obs: Observation) -> None: ...
-
-    def act(self, obs: Observation) -> np.ndarray: ...
+SlotGenerator = Policy
+"""A closed-loop action source (see :class:`factory.record.recorder.Policy`)."""
 
 
 @dataclass(frozen=True)

@@ -10,12 +10,24 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from factory.store import EpisodeMeta
 from factory.world import Observation
+
+
+class Policy(Protocol):
+    """A closed-loop action source (``recorders.generators.ActionGenerator`` fits)."""
+
+    name: str
+
+    def params(self) -> dict[str, Any]: ...
+
+    def reset(self, seed: int, obs: Observation) -> None: ...
+
+    def act(self, obs: Observation) -> np.ndarray: ...
 
 
 @dataclass(frozen=True)

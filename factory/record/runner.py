@@ -20,8 +20,7 @@ from typing import Any
 import numpy as np
 
 from factory.errors import FactoryError
-from factory.gen.jobs import SlotGenerator
-from factory.record.recorder import EpisodeRecorder, EpisodeResult
+from factory.record.recorder import EpisodeRecorder, EpisodeResult, Policy
 from factory.world import World, WorldObs
 
 StepHook = Callable[[int, WorldObs], None]
@@ -59,7 +58,7 @@ class EpisodeRunner:
 
     def run(
         self,
-        policies: Sequence[SlotGenerator],
+        policies: Sequence[Policy],
         episodes: Sequence[EpisodeSpec],
         on_step: StepHook | None = None,
     ) -> list[EpisodeResult]:
@@ -119,9 +118,7 @@ class EpisodeRunner:
             return False
         return t + 1 < episode.steps
 
-    def _result(
-        self, rec: EpisodeRecorder, policy: SlotGenerator, episode: EpisodeSpec
-    ) -> EpisodeResult:
+    def _result(self, rec: EpisodeRecorder, policy: Policy, episode: EpisodeSpec) -> EpisodeResult:
         meta = rec.meta(
             source=self.source,
             generator=policy.name,
@@ -137,7 +134,7 @@ class EpisodeRunner:
 
 def run_episode(
     world: World,
-    generator: SlotGenerator,
+    generator: Policy,
     seed: int,
     steps: int,
     *,
