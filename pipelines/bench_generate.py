@@ -9,10 +9,16 @@ the same model, each into its own fresh store through the single writer:
 
 - ``batch1``: one process, a batch-1 ``ModelWorld`` stepped by ``run_episode``;
 - ``engine``: one process, :class:`factory.gen.RolloutEngine` with ``--batch-size`` slots;
-- ``ray_1`` / ``ray_2``: ``factory generate`` with 1 and 2 Ray workers (startup excluded).
+- ``ray_1`` / ``ray_2``: ``factory generate`` with 1 and 2 Ray workers (startup excluded);
+- ``bare``: the model alone at ``--batch-size`` (``WorldModel.step`` on random actions: no
+  generator, no writer, no Ray), ``steps`` timed steps after a short warm-up;
+- ``ray_1_<other>``: ``ray_1`` again with the other scripted generator (play <-> expert),
+  for the expert-vs-play comparison.
 
 Each process or worker uses ``--threads`` torch threads. ``batched_fps`` is ``ray_1``'s
-frames/s (the full ``factory generate`` path); ``ratio`` = batched_fps / batch1_fps.
+frames/s (the full ``factory generate`` path); ``ratio`` = batched_fps / batch1_fps;
+``pipeline_ratio`` = batched_fps / bare_model_fps; ``expert_vs_play`` = expert frames/s
+over play frames/s, both through ``factory generate`` with 1 worker.
 ``--resolution R`` times a randomly initialised copy of the model's architecture at R px
 (speed only; the weights do not change the work).
 """
@@ -34,12 +40,12 @@ from factory.envs.model_world import ModelWorld
 from factory.errors import FactoryError
 from factory.gen import GenJob, RolloutEngine
 from factory.model import PARTS, build_part, load_model_dir, read_config, save_part
+from factory.model.files import model_dir_or_default, model_identity
+from factory.record import open_output
+from factory.record.runner import run_episode
 from factory.store import EpisodeStore
-from pipelines.collect import open_output
 from pipelines.generate import GenerateConfig, run_generate
-from pipelines.models import DEFAULT_MODEL, model_identity
 from recorders.generators import make_generator
-from recorders.rollout import run_episode
 
 Progress = Callable[[int, int, str], None]
 
@@ -59,9 +65,7 @@ class BenchConfig:
 
 
 def _model_dir(cfg: BenchConfig, tmp: Path) -> Path:
-    model_dir = cfg.model or DEFAULT_MODEL
-    if cfg.model is None and not (model_dir / "config.json").exists():
-        raise FactoryError(f"no shipped model at {model_dir}; pass --model DIR")
+    model_dir = model_dir_or_default(cfg.model)
     if cfg.resolution is None:
         return model_dir
     return resized_model(model_dir, cfg.resolution, tmp / f"model{cfg.resolution}")
@@ -122,12 +126,31 @@ def _engine(cfg: BenchConfig, model_dir: Path, tmp: Path, progress: Progress) ->
     return {"frames": frames, "seconds": seconds, "fps": frames / seconds}
 
 
+def _bare(cfg: BenchConfig, model_dir: Path, progress: Progress) -> dict[str, Any]:
+    """The model alone at the same batch: frames/s of ``WorldModel.step``."""
+    from pipelines.bench_rollout import _step_times
+
+    model = load_model_dir(model_dir, device=cfg.device)
+    progress(0, 1, f"bare model, batch {cfg.batch_size}")
+    times = _step_times(model, cfg.batch_size, cfg.steps, warmup=5, seed=0)
+    progress(1, 1, f"bare model, batch {cfg.batch_size}")
+    frames = cfg.batch_size * len(times)
+    seconds = float(times.sum())
+    return {"frames": frames, "seconds": seconds, "fps": frames / seconds}
+
+
 def _ray(
-    cfg: BenchConfig, model_dir: Path, tmp: Path, workers: int, progress: Progress
+    cfg: BenchConfig,
+    model_dir: Path,
+    tmp: Path,
+    workers: int,
+    progress: Progress,
+    generator: str | None = None,
 ) -> dict[str, Any]:
+    generator = generator or cfg.generator
     gcfg = GenerateConfig(
-        out=tmp / f"ray{workers}.zarr",
-        generator=cfg.generator,
+        out=tmp / f"ray{workers}-{generator}.zarr",
+        generator=generator,
         episodes=cfg.episodes,
         model=model_dir,
         steps=cfg.steps,
@@ -137,7 +160,8 @@ def _ray(
         device=cfg.device,
         cpus_per_worker=float(cfg.threads),
     )
-    s = run_generate(gcfg, lambda p: progress(p.tried, p.total, f"ray {workers} worker(s)"))
+    name = f"ray {workers} worker(s), {generator}"
+    s = run_generate(gcfg, lambda p: progress(p.tried, p.total, name))
     return {
         "frames": s["frames_generated"],
         "seconds": s["generate_s"],
@@ -171,9 +195,12 @@ def run_bench(cfg: BenchConfig, progress: Progress | None = None) -> dict[str, A
         model_dir = _model_dir(cfg, tmp)
         batch1 = _batch1(cfg, model_dir, tmp, report)
         engine = _engine(cfg, model_dir, tmp, report)
+        bare = _bare(cfg, model_dir, report)
+        other = _OTHER.get(cfg.generator)
         started = connect(None)
         try:
             ray1 = _ray(cfg, model_dir, tmp, 1, report)
+            ray1_other = _ray(cfg, model_dir, tmp, 1, report, other) if other else None
             ray2 = _ray(cfg, model_dir, tmp, 2, report) if _two_workers_fit(cfg) else None
         finally:
             if started:
@@ -200,8 +227,33 @@ def run_bench(cfg: BenchConfig, progress: Progress | None = None) -> dict[str, A
         "engine_ratio": engine["fps"] / batch1["fps"],
         "workers_2_fps": ray2["fps"] if ray2 else None,
         "workers_2_vs_1": ray2["fps"] / ray1["fps"] if ray2 else None,
-        "runs": {"batch1": batch1, "engine": engine, "ray_1": ray1, "ray_2": ray2},
+        "bare_model_fps": bare["fps"],
+        "pipeline_ratio": ray1["fps"] / bare["fps"],
+        **_expert_vs_play(cfg.generator, ray1, other, ray1_other),
+        "runs": {
+            "batch1": batch1,
+            "engine": engine,
+            "bare": bare,
+            "ray_1": ray1,
+            "ray_2": ray2,
+            f"ray_1_{other}": ray1_other,
+        },
     }
+
+
+_OTHER = {"play": "expert", "expert": "play"}
+
+
+def _expert_vs_play(
+    generator: str, ray1: dict[str, Any], other: str | None, ray1_other: dict[str, Any] | None
+) -> dict[str, Any]:
+    """``play_fps``, ``expert_fps`` and ``expert_vs_play`` (None where not measured)."""
+    fps = {generator: ray1["fps"]}
+    if other is not None and ray1_other is not None:
+        fps[other] = ray1_other["fps"]
+    play, expert = fps.get("play"), fps.get("expert")
+    ratio = expert / play if play and expert is not None else None
+    return {"play_fps": play, "expert_fps": expert, "expert_vs_play": ratio}
 
 
 def render_bench(result: dict[str, Any]) -> None:
@@ -219,6 +271,9 @@ def render_bench(result: dict[str, Any]) -> None:
         (f"engine, batch {result['batch_size']}", result["engine_fps"]),
         ("factory generate, 1 worker", result["batched_fps"]),
         ("factory generate, 2 workers", result["workers_2_fps"]),
+        (f"bare model, batch {result['batch_size']}", result["bare_model_fps"]),
+        ("factory generate, 1 worker, expert", result["expert_fps"]),
+        ("factory generate, 1 worker, play", result["play_fps"]),
     ):
         if fps is not None:
             table.add_row(run, f"{fps:.1f}", f"{fps / base:.2f}x")

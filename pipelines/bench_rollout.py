@@ -23,10 +23,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from factory.device import resolve_device
 from factory.envs import make_world
 from factory.model import WorldModel
-from pipelines.models import load_model
-from pipelines.train import resolve_device
+from factory.model.files import load_model
 
 Progress = Callable[[str, int, int], None]
 

@@ -40,8 +40,8 @@ def collect(
     json_out: Annotated[bool, typer.Option("--json", help="Print a JSON summary.")] = False,
 ) -> None:
     """Record episodes in the ground-truth env into a store."""
+    from factory.record import EpisodeResult
     from pipelines.collect import CollectConfig, execute_collect, prepare_collect
-    from recorders.rollout import EpisodeResult
 
     cfg = CollectConfig(
         out=out,

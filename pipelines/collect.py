@@ -19,10 +19,10 @@ import numpy as np
 
 from factory.envs import make_world
 from factory.errors import FactoryError
-from factory.store import EpisodeStore, KeySpec, StoreSchema
-from factory.world import WorldSpec
+from factory.record import EpisodeResult, check_output, done_episodes, open_output
+from factory.record.runner import run_episode
+from factory.store import EpisodeStore
 from recorders.generators import make_generator
-from recorders.rollout import EpisodeResult, run_episode
 
 log = logging.getLogger(__name__)
 
@@ -54,54 +54,8 @@ class EpisodeJob:
     config: np.ndarray | None = None
 
 
-def store_schema(spec: WorldSpec) -> StoreSchema:
-    """The episode-store schema that a world's episodes are recorded with."""
-    return StoreSchema(
-        keys={
-            "image": KeySpec(shape=spec.image_shape, dtype="uint8"),
-            "action": KeySpec(shape=(spec.action_dim,), dtype="float32"),
-            "state": KeySpec(shape=(spec.state_dim,), dtype="float32"),
-            "gt_state": KeySpec(shape=(len(spec.task_state_names),), dtype="float32"),
-        }
-    )
-
-
-def store_attrs(spec: WorldSpec, resolution: int) -> dict[str, Any]:
-    """Store attributes that an ``--append`` must match."""
-    return {"env": spec.name, "resolution": resolution}
-
-
-def open_output(out: Path, spec: WorldSpec, resolution: int, append: bool) -> EpisodeStore:
-    """Create ``out``, or (with ``append``) reopen and check it fits this world."""
-    schema = store_schema(spec)
-    attrs = store_attrs(spec, resolution)
-    if out.exists():
-        if not append:
-            raise FactoryError(f"{out} already exists; pass --append to add to it")
-        store = EpisodeStore.open(out, mode="a")
-        try:
-            store.check_compatible(schema, attrs)
-        except Exception:
-            store.close()
-            raise
-        return store
-    return EpisodeStore.create(
-        out,
-        schema,
-        fps=spec.fps,
-        action_meaning=spec.action_meaning,
-        attrs={
-            **attrs,
-            "task": spec.task,
-            "state_names": ["agent_x", "agent_y"],
-            "gt_state_names": list(spec.task_state_names),
-        },
-    )
-
-
-def plan_jobs(cfg: CollectConfig, store: EpisodeStore) -> list[EpisodeJob]:
-    """The episodes still to record: seeds ``seed .. seed+N-1`` not yet in the store."""
-    done = {(m.generator, m.seed) for m in store.all_meta()}
+def plan_jobs(cfg: CollectConfig, done: set[tuple[str, int | None]]) -> list[EpisodeJob]:
+    """The episodes still to record: seeds ``seed .. seed+N-1`` not yet ``done``."""
     replay = _replay_sources(cfg) if cfg.generator == "replay" else None
     jobs = []
     for i in range(cfg.episodes):
@@ -190,12 +144,9 @@ def prepare_collect(cfg: CollectConfig) -> CollectPlan:
         raise FactoryError(f"--episodes must be positive, got {cfg.episodes}")
     make_generator(cfg.generator, **_probe_params(cfg))  # fail fast on an unknown generator
     spec = _worker_world(cfg.env, cfg.resolution).spec
-    store = open_output(cfg.out, spec, cfg.resolution, cfg.append)
-    try:
-        jobs = plan_jobs(cfg, store)
-    except Exception:
-        store.close()
-        raise
+    check_output(cfg.out, spec, cfg.resolution, cfg.append)
+    jobs = plan_jobs(cfg, done_episodes(cfg.out))
+    store = open_output(cfg.out, spec, cfg.resolution, cfg.append)  # nothing failed: create
     return CollectPlan(cfg=cfg, store=store, jobs=jobs)
 
 

@@ -15,8 +15,10 @@ Into a new folder (``./demo-<time>`` or ``--out``) it
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -80,7 +82,9 @@ def run_demo(cfg: DemoConfig, on_stage: Stage | None = None) -> dict[str, Any]:
         rate = p.frames / max(p.elapsed_s, 1e-9)
         report("generate (Ray)", p.tried, p.total, f"{rate:.0f} frames/s, {p.successes} ok")
 
+    prefetch = _prefetch_exporter()
     generated = execute_generate(plan, on_generate)
+    prefetch.join()
     exported = export_lerobot(
         ExportConfig(store=store, out=folder / "lerobot", repo_id=cfg.repo_id),
         lambda done, total, _frames: report("export LeRobot", done, total),
@@ -103,3 +107,18 @@ def run_demo(cfg: DemoConfig, on_stage: Stage | None = None) -> dict[str, Any]:
     }
     (folder / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     return summary
+
+
+def _prefetch_exporter() -> threading.Thread:
+    """Import the LeRobot exporter's libraries (lerobot, datasets, PyAV: seconds of imports)
+    in the background while the driver mostly waits on Ray start-up and generation."""
+
+    def load() -> None:
+        from exporters.lerobot_common import require_lerobot
+
+        with contextlib.suppress(FactoryError):  # the export itself reports it, in one line
+            require_lerobot()
+
+    thread = threading.Thread(target=load, name="demofactory-prefetch", daemon=True)
+    thread.start()
+    return thread

@@ -20,11 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from factory.envs.model_world import ModelWorld
-from factory.eval import metrics as m
+from factory.device import resolve_device
 from factory.eval.fidelity import (
     HORIZONS,
-    StabilityStats,
     autoencoder_metrics,
     horizon_metrics,
     probe_metrics,
@@ -32,12 +30,10 @@ from factory.eval.fidelity import (
     rollout_replay,
 )
 from factory.eval.permanence import PermanenceConfig, permanence_metrics
+from factory.eval.stability import stability_run
 from factory.eval.task_state import probe_real_summary
-from factory.model import WorldModel
+from factory.model.files import load_model
 from factory.store import EpisodeStore
-from pipelines.models import load_model
-from pipelines.train import resolve_device
-from recorders.generators import make_generator
 
 log = logging.getLogger(__name__)
 Progress = Callable[[str, int, int], None]
@@ -108,32 +104,6 @@ def _reference_frames(store: EpisodeStore, episodes: int = 50, stride: int = 5) 
     spread over the store, for the stability reference statistics."""
     picks = np.unique(np.linspace(0, store.n_episodes - 1, min(episodes, store.n_episodes)))
     return np.concatenate([store.episode(int(i))["image"][::stride] for i in picks])
-
-
-def stability_run(
-    model: WorldModel,
-    model_id: str,
-    reference: np.ndarray,
-    frames: int,
-    seed: int,
-    on_progress: Progress | None = None,
-) -> dict[str, Any]:
-    """A ``frames``-long closed-loop rollout at batch 1 under ``play`` actions."""
-    stats = StabilityStats(
-        real_t_fraction=m.mask_fraction(m.t_mask(reference)), real_mean=float(reference.mean())
-    )
-    world = ModelWorld(model, batch_size=1, seed=seed, model_id=model_id)
-    generator = make_generator("play")
-    obs = world.reset(seeds=np.array([seed]))
-    generator.reset(seed, obs.item(0))
-    for t in range(frames):
-        obs = world.step(np.asarray(generator.act(obs.item(0)), np.float32)[None])
-        finite = bool(np.isfinite(obs.state).all() and np.isfinite(obs.task_state).all())
-        stats.add(obs.frames[0], obs.task_state[0], finite)
-        if on_progress is not None and (t + 1) % 100 == 0:
-            on_progress("stability", t + 1, frames)
-    world.close()
-    return stats.summary()
 
 
 def write_side_by_side(path: Path, real: np.ndarray, generated: np.ndarray, fps: int = 10) -> None:

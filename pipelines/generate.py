@@ -5,7 +5,9 @@ are already in the output store are skipped (the rule of ``factory collect``), s
 a command resumes it. Every episode goes through one writer, this process; workers (Ray
 actors, one model replica each) run :class:`factory.gen.RolloutEngine` and stream episodes
 back (:mod:`pipelines.generate_ray`). All bad input is refused in :func:`prepare_generate`,
-before Ray starts or any episode runs.
+before Ray starts or any episode runs; a new output store is created only once the workers
+are up, so a run that fails before (a Ray cluster that cannot be joined, too few CPUs or
+GPUs, a worker that cannot load the model) leaves nothing behind.
 """
 
 from __future__ import annotations
@@ -24,9 +26,10 @@ from factory.envs.pusht import pusht_spec
 from factory.errors import FactoryError
 from factory.gen import GeneratedEpisode, GenJob, perturb_actions
 from factory.model import read_config
+from factory.model.files import model_dir_or_default, model_identity
+from factory.record import check_output, done_episodes, open_output
 from factory.store import EpisodeStore
-from pipelines.collect import open_output
-from pipelines.models import DEFAULT_MODEL, model_identity
+from factory.world import WorldSpec
 from recorders.generators import GENERATORS
 
 log = logging.getLogger(__name__)
@@ -63,17 +66,33 @@ class GenerateConfig:
 
 @dataclass
 class GeneratePlan:
-    """Validated inputs, the opened output store and the episodes still to generate."""
+    """Validated inputs, the output store and the episodes still to generate.
+
+    ``store`` is the opened output when it already existed (``--append``); a new one is
+    created by the first :meth:`output` call, once the work can start.
+    """
 
     cfg: GenerateConfig
     model_dir: Path
     model_id: str
-    store: EpisodeStore
+    spec: WorldSpec
+    store: EpisodeStore | None
     jobs: list[GenJob]
 
     @property
     def skipped(self) -> int:
         return self.cfg.episodes - len(self.jobs)
+
+    def output(self) -> EpisodeStore:
+        """The output store, created on first use."""
+        if self.store is None:
+            res = self.spec.image_shape[0]
+            self.store = open_output(self.cfg.out, self.spec, res, self.cfg.append)
+        return self.store
+
+    def close(self) -> None:
+        if self.store is not None:
+            self.store.close()
 
 
 @dataclass(frozen=True)
@@ -150,9 +169,7 @@ def check_ray_address(address: str | None) -> None:
 def prepare_generate(cfg: GenerateConfig) -> GeneratePlan:
     """Validate everything and open the output store, before any work starts."""
     _check_numbers(cfg)
-    model_dir = cfg.model or DEFAULT_MODEL
-    if cfg.model is None and not (model_dir / "config.json").exists():
-        raise FactoryError(f"no shipped model at {model_dir}; pass --model DIR")
+    model_dir = model_dir_or_default(cfg.model)
     mcfg = read_config(model_dir)
     missing = [p for p in NEEDED_PARTS if p not in mcfg.parts]
     if missing:
@@ -167,20 +184,18 @@ def prepare_generate(cfg: GenerateConfig) -> GeneratePlan:
     check_ray_address(cfg.ray_address)
     base_jobs = _replay_jobs(cfg, resolution) if cfg.generator == "replay" else None
     spec = pusht_spec(resolution)
-    store = open_output(cfg.out, spec, resolution, cfg.append)
-    try:
-        jobs = plan_jobs(cfg, store, base_jobs)
-    except Exception:
-        store.close()
-        raise
-    return GeneratePlan(cfg, model_dir, model_identity(model_dir), store, jobs)
+    check_output(cfg.out, spec, resolution, cfg.append)
+    jobs = plan_jobs(cfg, done_episodes(cfg.out), base_jobs)
+    model_id = model_identity(model_dir)
+    # an existing store is opened (and locked) now; a new one waits for the workers
+    store = open_output(cfg.out, spec, resolution, cfg.append) if cfg.out.exists() else None
+    return GeneratePlan(cfg, model_dir, model_id, spec, store, jobs)
 
 
 def plan_jobs(
-    cfg: GenerateConfig, store: EpisodeStore, replay: list[GenJob] | None = None
+    cfg: GenerateConfig, done: set[tuple[str, int | None]], replay: list[GenJob] | None = None
 ) -> list[GenJob]:
-    """The episodes still to generate: seeds ``seed .. seed+N-1`` not yet in the store."""
-    done = {(m.generator, m.seed) for m in store.all_meta()}
+    """The episodes still to generate: seeds ``seed .. seed+N-1`` not yet ``done``."""
     stop = cfg.stop_on_success if cfg.stop_on_success is not None else cfg.generator == "expert"
     params = dict(cfg.generator_params)
     if cfg.generator == "policy":
@@ -275,7 +290,7 @@ class Writer:
         self.frames_generated += ep.frames
         self.successes += bool(ep.meta.success)
         if ep.meta.success or not self.plan.cfg.only_success:
-            self.plan.store.append_episode(ep.data, ep.meta)
+            self.plan.output().append_episode(ep.data, ep.meta)
             self.written += 1
             self.frames += ep.frames
         if self.on_progress is not None:
@@ -313,7 +328,7 @@ def summarise(writer: Writer, plan: GeneratePlan, info: dict[str, Any]) -> dict[
         "batch_size": plan.cfg.batch_size,
         "only_success": plan.cfg.only_success,
         **info,
-        "store": plan.store.summary(),
+        "store": plan.output().summary(),
     }
 
 
@@ -327,9 +342,11 @@ def execute_generate(
     from pipelines.generate_ray import run_on_ray
 
     writer = Writer(plan, on_progress)
-    with plan.store:
+    try:
         info = run_on_ray(plan, writer) if plan.jobs else {"generate_s": 0.0}
         return summarise(writer, plan, info)
+    finally:
+        plan.close()
 
 
 def run_generate(

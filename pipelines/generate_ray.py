@@ -38,12 +38,20 @@ SKIP_SUFFIXES = (".optim.safetensors", ".state.json", ".partial")
 
 def pack_dir(path: Path) -> dict[str, bytes]:
     """The files of a (flat or nested) directory as {relative path: bytes}, minus
-    training state (optimiser tensors, resume state)."""
+    training state (optimiser tensors, resume state); used for policy checkpoints."""
     return {
         str(f.relative_to(path)): f.read_bytes()
         for f in sorted(path.rglob("*"))
         if f.is_file() and not f.name.endswith(SKIP_SUFFIXES)
     }
+
+
+def pack_model(model_dir: Path) -> dict[str, bytes]:
+    """The model's own files (:func:`factory.model.files.model_files`) as {name: bytes}:
+    a training directory's optimiser state and latent caches stay behind."""
+    from factory.model.files import model_files
+
+    return {f.name: f.read_bytes() for f in model_files(model_dir)}
 
 
 def unpack_dir(files: dict[str, bytes], dest: Path) -> Path:
@@ -154,6 +162,11 @@ def connect(address: str | None) -> bool:
     if os.environ.get("RAY_ENABLE_UV_RUN_RUNTIME_ENV") == "0":
         # Ray read the flag when it was first imported, perhaps before this module set it.
         ray_constants.RAY_ENABLE_UV_RUN_RUNTIME_ENV = False
+    if address is None:
+        # A local cluster gets token authentication by default anyway; asking for it
+        # explicitly keeps it and drops Ray's warning about the default, which the user
+        # cannot act on. RAY_AUTH_MODE set by the user wins.
+        os.environ.setdefault("RAY_AUTH_MODE", "token")
     kwargs: dict[str, Any] = {"include_dashboard": False, "logging_level": logging.WARNING}
     if address is None:
         prepare_local_start()  # token auth stays on; the token file owner-only
@@ -193,7 +206,7 @@ class Pool:
         cfg = plan.cfg
         self.plan, self.cfg = plan, cfg
         self.options = _worker_options(cfg)
-        self.model_ref = ray.put(pack_dir(plan.model_dir))
+        self.model_ref = ray.put(pack_model(plan.model_dir))
         self.policy_ref = ray.put(pack_dir(cfg.policy)) if cfg.policy is not None else None
         self.queue = Queue(actor_options={"num_cpus": 0})
         self.queue.size()  # wait until the queue actor runs (startup, not generation)
@@ -287,6 +300,7 @@ def run_on_ray(plan: GeneratePlan, writer: Writer) -> dict[str, Any]:
     pool = Pool(plan)
     try:
         pool.spawn(plan.cfg.workers)
+        plan.output()  # the workers are up: only now create a new output store
         startup = time.perf_counter() - t0
         t1 = time.perf_counter()
         writer.start = t1

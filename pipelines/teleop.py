@@ -150,9 +150,9 @@ def build_world(cfg: TeleopConfig) -> tuple[World, str | None]:
         return make_world(cfg.world, batch_size=1, resolution=cfg.resolution), None
     import torch
 
+    from factory.device import resolve_device
     from factory.envs.model_world import ModelWorld
-    from pipelines.models import load_model
-    from pipelines.train import resolve_device
+    from factory.model.files import load_model
 
     device = resolve_device(cfg.compute)
     if device == "cpu":
@@ -213,7 +213,7 @@ def _stored_initials(path: Path, spec: WorldSpec) -> list[InitialCondition]:
 
 def open_store(out: Path, spec: WorldSpec) -> EpisodeStore:
     """Create ``out``, or reopen it for append if its schema fits this world."""
-    from pipelines.collect import open_output
+    from factory.record import open_output
 
     return open_output(out, spec, spec.image_shape[0], append=True)
 

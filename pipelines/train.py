@@ -18,12 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import torch
-
+from factory.device import resolve_device
 from factory.errors import FactoryError, ModelError
 from factory.model import WorldModelConfig, read_config
-from factory.store import EpisodeStore
 from factory.train import (
     Budget,
     EpisodeData,
@@ -32,6 +29,7 @@ from factory.train import (
     train_dynamics,
     train_probe,
 )
+from factory.train.data import load_episode_data
 from factory.train.dynamics import DYNAMICS_TRAIN, DynamicsTrainOptions
 from factory.train.recipes import apply_recipe
 
@@ -53,43 +51,6 @@ class TrainRequest:
     resume: bool = False
     recipe: str | None = None
     overrides: tuple[str, ...] = ()
-
-
-def resolve_device(device: str) -> str:
-    """``auto`` -> ``cuda`` when available, else ``cpu``; ``cuda`` without CUDA is refused."""
-    if device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise FactoryError("--device cuda requested but CUDA is not available; use --device cpu")
-    if device != "cpu" and not device.startswith("cuda"):
-        raise FactoryError(f"unknown --device {device!r}; use auto, cpu or cuda[:N]")
-    return device
-
-
-def load_episode_data(path: Path, need_task_state: bool = False) -> EpisodeData:
-    """The whole store in RAM as :class:`EpisodeData` (images, actions, state, gt_state)."""
-    with EpisodeStore.open(path, mode="r") as store:
-        keys = store.schema.keys
-        if "image" not in keys:
-            raise FactoryError(f"{path} has no data/image key; the world model trains on frames")
-        for key in ("action", "state"):
-            if key not in keys:
-                raise FactoryError(f"{path} has no data/{key} key; it cannot train a world model")
-        if need_task_state and "gt_state" not in keys:
-            raise FactoryError(f"{path} has no data/gt_state; the probe needs the task state")
-        if store.n_episodes == 0:
-            raise FactoryError(f"{path} holds no episodes")
-        wanted = ["image", "action", "state"] + (["gt_state"] if "gt_state" in keys else [])
-        arrays = store.load(wanted)
-        ends = np.asarray(store.episode_ends)
-    return EpisodeData(
-        frames=arrays["image"],
-        actions=arrays["action"].astype(np.float32),
-        state=arrays["state"].astype(np.float32),
-        episode_ends=ends,
-        task_state=arrays.get("gt_state"),
-        source=str(path),
-    )
 
 
 def _config_for(req: TrainRequest, data: EpisodeData) -> WorldModelConfig:

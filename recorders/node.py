@@ -34,6 +34,7 @@ import numpy as np
 import psutil
 
 from factory.errors import FactoryError
+from factory.record.recorder import EpisodeRecorder
 from factory.store import EpisodeMeta, EpisodeStore
 from factory.world import World, WorldObs
 from recorders.sources.base import ActionSource, Command, DeviceDisconnected, InitialCondition
@@ -122,38 +123,18 @@ class RateClock:
 
 @dataclass
 class _Episode:
-    """The episode in progress: its frames and its timing."""
+    """The episode in progress: its recorder and its timing."""
 
     initial: InitialCondition
-    started: float
-    frames: list[np.ndarray] = field(default_factory=list)
-    actions: list[np.ndarray] = field(default_factory=list)
-    states: list[np.ndarray] = field(default_factory=list)
-    task_states: list[np.ndarray] = field(default_factory=list)
-    max_score: float = 0.0
-    world_success: bool = False
+    rec: EpisodeRecorder = field(default_factory=EpisodeRecorder)
     timing: Timing = field(default_factory=Timing)
 
-    def add(self, obs: WorldObs, action: np.ndarray) -> None:
-        self.frames.append(obs.frames[0])
-        self.actions.append(np.asarray(action, np.float32))
-        self.states.append(obs.state[0].astype(np.float32))
-        self.task_states.append(obs.task_state[0].astype(np.float32))
-
-    def saw(self, obs: WorldObs) -> None:
-        self.max_score = max(self.max_score, float(obs.score[0]))
-        self.world_success = self.world_success or bool(obs.success[0])
+    @property
+    def started(self) -> float:
+        return self.rec.started
 
     def __len__(self) -> int:
-        return len(self.actions)
-
-    def data(self) -> dict[str, np.ndarray]:
-        return {
-            "image": np.stack(self.frames),
-            "action": np.stack(self.actions),
-            "state": np.stack(self.states),
-            "gt_state": np.stack(self.task_states),
-        }
+        return len(self.rec)
 
 
 def reset_world(world: World, initial: InitialCondition) -> WorldObs:
@@ -241,9 +222,9 @@ class RecordingNode:
         stamp: float | None = None
         if self._episode is not None:
             action = self.source.act(self._obs.item(0), clock.period)
-            self._episode.add(self._obs, action.value)
+            self._episode.rec.record(self._obs.item(0), action.value)
             self._obs = self.world.step(np.asarray(action.value, np.float32)[None])
-            self._episode.saw(self._obs)
+            self._episode.rec.observe(self._obs.item(0))
             stamp = action.stamp
         shown = self.viewer.show(self._obs.frames[0], self._hud())
         late = clock.wait()
@@ -294,7 +275,7 @@ class RecordingNode:
     def _start(self) -> None:
         assert self._obs is not None and self._initial is not None
         self.source.begin(self._obs.item(0), self._initial)
-        self._episode = _Episode(initial=self._initial, started=time.perf_counter())
+        self._episode = _Episode(initial=self._initial)
         self._message = "recording"
 
     def _drop(self, reason: str, quiet: bool = False) -> None:
@@ -316,9 +297,9 @@ class RecordingNode:
             self._message = "nothing recorded yet; episode not saved"
             self._reset(advance=False)
             return
-        ok = episode.world_success if success is None else success
+        ok = episode.rec.succeeded if success is None else success
         began = time.perf_counter()
-        self.store.append_episode(episode.data(), self._meta(episode, ok, how))
+        self.store.append_episode(episode.rec.data(), self._meta(episode, ok, how))
         self._commit_ms.append((time.perf_counter() - began) * 1e3)
         self._saved += 1
         self._frames += len(episode)
@@ -341,23 +322,21 @@ class RecordingNode:
     def _meta(self, episode: _Episode, success: bool, how: str) -> EpisodeMeta:
         assert self._obs is not None
         duration = time.perf_counter() - episode.started
-        return EpisodeMeta(
+        return episode.rec.meta(
             source=self.cfg.source,
             generator=self.source.name,
             generator_params=self.source.params(),
             seed=int(episode.initial.seed),
             model_id=self.cfg.model_id,
             task=self.cfg.task or self.world.spec.task,
+            world=self.world.spec.name,
             success=bool(success),
             score=float(self._obs.score[0]),
-            wall_time_s=duration,
             extra={
                 "device": self.source.device,
-                "world": self.world.spec.name,
                 "initial": episode.initial.label,
                 "stop": how,
-                "world_success": episode.world_success,
-                "max_score": episode.max_score,
+                "world_success": episode.rec.succeeded,
                 "target_fps": self.cfg.fps,
                 "achieved_fps": len(episode) / duration if duration > 0 else 0.0,
                 "rss_mb": rss_mb(),

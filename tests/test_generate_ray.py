@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -16,9 +17,9 @@ from typer.testing import CliRunner
 
 from factory.envs.pusht import pusht_spec
 from factory.gen import GeneratedEpisode
+from factory.record import open_output
 from factory.store import EpisodeMeta, EpisodeStore
 from pipelines.cli import app
-from pipelines.collect import open_output
 from pipelines.generate import (
     GenerateConfig,
     GenProgress,
@@ -132,7 +133,8 @@ def test_only_success_keeps_successes_and_counts_tries(model_dir: Path, tmp_path
     cfg = GenerateConfig(out=tmp_path / "s.zarr", episodes=4, model=model_dir, only_success=True)
     plan = prepare_generate(cfg)
     writer = Writer(plan, None)
-    with plan.store:
+    assert plan.store is None and not cfg.out.exists()  # created on the first episode
+    with plan.output():
         for seed, ok in [(0, True), (1, False), (2, True), (2, True), (3, False)]:
             writer.add(_episode(seed, ok), "w0", ("w0",), 0)
         s = summarise(writer, plan, {"generate_s": 1.0})
@@ -179,6 +181,16 @@ def test_bad_input_is_refused_before_any_work(
         assert not out.exists()
 
 
+def test_ray_refusal_after_connect_leaves_no_store(
+    ray_session: Any, model_dir: Path, tmp_path: Path
+) -> None:
+    """Ray answers but cannot run the workers (too few CPUs): nothing is created."""
+    out = tmp_path / "none.zarr"
+    result = _generate(model_dir, out, "--episodes", "2", "--workers", "5")
+    assert_one_line_error(result, "need 5 CPUs")
+    assert not out.exists()
+
+
 @pytest.mark.slow  # four measured runs, three of them on Ray workers
 def test_bench_generate_json(ray_session: Any, model_dir: Path) -> None:
     args = ["bench", "generate", "--model", str(model_dir), "--episodes", "4", "--steps", "3"]
@@ -187,8 +199,12 @@ def test_bench_generate_json(ray_session: Any, model_dir: Path) -> None:
     out = json.loads(result.stdout)
     assert {"batched_fps", "batch1_fps", "ratio"} <= set(out)
     assert out["ratio"] == pytest.approx(out["batched_fps"] / out["batch1_fps"])
-    for run in ("batch1", "engine", "ray_1", "ray_2"):
+    for run in ("batch1", "engine", "ray_1", "ray_2", "ray_1_expert"):
         assert out["runs"][run]["frames"] == 12
+    assert out["runs"]["bare"]["frames"] == 6  # batch 2 x 3 timed steps
+    assert out["pipeline_ratio"] == pytest.approx(out["batched_fps"] / out["bare_model_fps"])
+    assert out["play_fps"] == out["batched_fps"]
+    assert out["expert_vs_play"] == pytest.approx(out["expert_fps"] / out["play_fps"])
 
 
 CLUSTER_SCRIPT = textwrap.dedent(
@@ -235,3 +251,25 @@ def test_two_node_cluster(tmp_path: Path) -> None:
     assert summary["episodes"] == 6 and summary["worker_nodes"] == 2
     with EpisodeStore.open(tmp_path / "c.zarr") as store:
         assert sorted(m.seed for m in store.all_meta()) == list(range(6))
+
+
+def test_local_ray_asks_for_token_auth_explicitly(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A local Ray is started with token authentication asked for explicitly (Ray's default,
+    minus its warning, which the user cannot act on); a remote address is left alone."""
+    import ray
+
+    from pipelines.generate_ray import connect
+
+    seen: list[tuple[str | None, str | None]] = []
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+
+    def init(address: str | None = None, **_: Any) -> None:
+        seen.append((address, os.environ.get("RAY_AUTH_MODE")))
+
+    monkeypatch.setattr(ray, "init", init)
+    monkeypatch.setenv("RAY_AUTH_MODE", "unset")  # so that the teardown restores the original
+    monkeypatch.delenv("RAY_AUTH_MODE")
+    assert connect("10.0.0.1:6379") and seen[-1] == ("10.0.0.1:6379", None)
+    assert connect(None) and seen[-1] == (None, "token")
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    assert connect(None) and seen[-1] == (None, "disabled")  # the user's choice wins

@@ -139,3 +139,31 @@ def test_direct_writes_fall_back_to_zarr_for_shards(tmp_path: Path) -> None:
         st.append_episode(make_episode(1, 9), make_meta(1))
     with EpisodeStore.open(tmp_path / "s") as st:
         np.testing.assert_array_equal(st.episode(1)["image"], make_episode(1, 9)["image"])
+
+
+def test_installed_zarr_is_one_the_byte_identity_test_covers() -> None:
+    """Bumping zarr fails here first: rerun test_direct_chunk_writes_match_zarr on the new
+    release and add it to VERIFIED_ZARR (until then appends go through zarr itself)."""
+    from factory.store.chunkfile import zarr_verified
+
+    assert zarr_verified(), f"zarr {zarr.__version__} is not in VERIFIED_ZARR"
+    assert zarr_verified("3.4.9") and not zarr_verified("3.5.0") and not zarr_verified("x")
+
+
+def test_unverified_zarr_appends_through_zarr(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An unverified zarr release: no direct writes, one log line, the same data."""
+    from factory.store import appender, chunkfile
+
+    monkeypatch.setattr(chunkfile, "VERIFIED_ZARR", ((2, 0),))
+    monkeypatch.setattr(appender, "_told_unverified", [])
+    caplog.set_level("INFO", logger="factory.store.appender")
+    with new_store(tmp_path / "s") as st:
+        st.append_episode(make_episode(0, 9), make_meta(0))
+        assert st._appender is not None and st._appender._direct == {}
+        st.append_episode(make_episode(1, 5), make_meta(1))
+    lines = [r for r in caplog.records if "verified for zarr 2.0 only" in r.getMessage()]
+    assert len(lines) == 1
+    with EpisodeStore.open(tmp_path / "s") as st:
+        np.testing.assert_array_equal(st.episode(1)["image"], make_episode(1, 5)["image"])

@@ -16,9 +16,9 @@ from teleop_fakes import FULL_SCALE, CommandScriptSource, FakeHidDevice, install
 
 from factory.envs import make_world
 from factory.envs.model_world import ModelWorld
+from factory.record import open_output
 from factory.store import EpisodeStore
 from factory.world import World
-from pipelines.collect import open_output
 from recorders.node import NodeConfig, RecordingNode
 from recorders.sources import Command, InitialCondition, PlanarMapping
 from recorders.sources.scripted import ScriptedSource

@@ -16,7 +16,6 @@ its seed, its initial frame and what the model showed it.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import islice
@@ -29,7 +28,7 @@ from factory.envs.model_world import ModelWorld
 from factory.errors import FactoryError
 from factory.gen.jobs import GeneratedEpisode, GenJob, SlotGenerator
 from factory.model import WorldModel
-from factory.store import EpisodeMeta
+from factory.record.recorder import EpisodeRecorder
 from factory.world import Observation, World
 
 log = logging.getLogger(__name__)
@@ -49,69 +48,44 @@ class _Init:
 
 
 class _Slot:
-    """One episode in progress: its generator and the recorded steps so far."""
+    """One episode in progress: its generator and its recorder."""
 
     def __init__(self, job: GenJob, generator: SlotGenerator, obs: Observation, init: _Init):
         self.job, self.gen, self.obs, self.init = job, generator, obs, init
-        self.start = time.perf_counter()
-        self.frames: list[np.ndarray] = []
-        self.actions: list[np.ndarray] = []
-        self.states: list[np.ndarray] = []
-        self.task_states: list[np.ndarray] = []
-        self.scores: list[float] = []
-        self.succeeded = False
+        self.rec = EpisodeRecorder()
         generator.reset(job.seed, obs)
 
     def act(self) -> np.ndarray:
         """The generator's next action (A,), recorded with the observation it answers."""
         action = np.asarray(self.gen.act(self.obs), dtype=np.float32)
-        self._record(self.obs, action)
+        self.rec.record(self.obs, action)
         return action
 
     def observe(self, obs: Observation, action: np.ndarray) -> bool:
         """Take the model's answer; True when the episode is over."""
         self.obs = obs
-        self.scores.append(obs.score)
-        self.succeeded = self.succeeded or obs.success
-        if self.job.stop_on_success and self.succeeded:
-            self._record(obs, action)  # the last frame shows the success (hold action)
+        self.rec.observe(obs)
+        if self.job.stop_on_success and self.rec.succeeded:
+            self.rec.record(obs, action)  # the last frame shows the success (hold action)
             return True
-        return len(self.actions) >= self.job.steps
-
-    def _record(self, obs: Observation, action: np.ndarray) -> None:
-        self.frames.append(obs.frame.copy())
-        self.actions.append(action)
-        self.states.append(np.asarray(obs.state, np.float32).copy())
-        self.task_states.append(np.asarray(obs.task_state, np.float32).copy())
+        return len(self.rec) >= self.job.steps
 
     def result(self, world: ModelWorld, model_id: str) -> GeneratedEpisode:
-        data = {
-            "image": np.stack(self.frames),
-            "action": np.stack(self.actions),
-            "state": np.stack(self.states),
-            "gt_state": np.stack(self.task_states),
-        }
-        final = self.scores[-1] if self.scores else self.obs.score
-        meta = EpisodeMeta(
+        return self.rec.result(
             source="world_model",
             generator=self.gen.name,
             generator_params={**self.gen.params(), **self.job.params_extra},
-            seed=int(self.job.seed),
+            seed=self.job.seed,
             model_id=model_id,
             task=world.spec.task,
-            success=self.succeeded,
-            score=float(final),
-            wall_time_s=time.perf_counter() - self.start,
+            world=world.spec.name,
             extra={
-                "max_score": float(max(self.scores, default=final)),
-                "world": world.spec.name,
                 "task_state": "probe",
                 "initial": self.init.kind,
                 **self.init.extra,
                 **self.job.extra,
             },
         )
-        return GeneratedEpisode(data=data, meta=meta)
 
 
 class RolloutEngine:

@@ -3,24 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
-from factory.store import EpisodeMeta
-from factory.world import Observation
+from factory.record.recorder import EpisodeResult, Policy
 
-
-class SlotGenerator(Protocol):
-    """A closed-loop action source (``recorders.generators.ActionGenerator`` fits)."""
-
-    name: str
-
-    def params(self) -> dict[str, Any]: ...
-
-    def reset(self, seed: int, obs: Observation) -> None: ...
-
-    def act(self, obs: Observation) -> np.ndarray: ...
+SlotGenerator = Policy
+"""A closed-loop action source (see :class:`factory.record.recorder.Policy`)."""
 
 
 @dataclass(frozen=True)
@@ -50,17 +40,6 @@ class GenJob:
             raise ValueError(f"a job needs steps >= 1, got {self.steps}")
 
 
-@dataclass(frozen=True)
-class GeneratedEpisode:
-    """One generated episode, ready for ``EpisodeStore.append_episode(data, meta)``.
-
-    data: ``image`` (T, H, W, 3) uint8, ``action`` (T, A) float32, ``state`` (T, S) float32
-    (the dynamics' state head), ``gt_state`` (T, 3) float32 (the probe's block pose).
-    """
-
-    data: dict[str, np.ndarray]
-    meta: EpisodeMeta
-
-    @property
-    def frames(self) -> int:
-        return len(self.data["action"])
+GeneratedEpisode = EpisodeResult
+"""One generated episode: ``gt_state`` is the probe's block pose, ``state`` the dynamics'
+state head (see :class:`factory.record.EpisodeResult`)."""

@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 import zarr
 
+from factory.store import chunkfile
 from factory.store.chunkfile import DirectArray, Plan, Unsupported
 from factory.store.layout import Layout
 
@@ -52,8 +53,21 @@ THREADS = _env_threads()
 DIRECT = os.environ.get("DEMOFACTORY_STORE_DIRECT", "1") != "0"
 
 
+_told_unverified: list[bool] = []
+
+
 def _open_direct(where: Path, name: str) -> DirectArray | None:
     if not DIRECT:
+        return None
+    if not chunkfile.zarr_verified():
+        if not _told_unverified:
+            _told_unverified.append(True)
+            logger.info(
+                "zarr %s: direct chunk writes are verified for zarr %s only; appending "
+                "through zarr's own (slower) write path",
+                zarr.__version__,
+                ", ".join(f"{a}.{b}" for a, b in chunkfile.VERIFIED_ZARR),
+            )
         return None
     try:
         return DirectArray.open(where / name)

@@ -7,7 +7,8 @@ array's ``zarr.json`` and reproduces its codec chain with the numcodecs objects 
 (``bytes`` or ``vlen-utf8``, then any ``zstd``/``blosc``), so each chunk file holds the same
 bytes zarr would store and the store stays a plain zarr v3 store. Any other layout
 (sharding, transposes, checksums, custom grids) raises :class:`Unsupported`; the caller then
-appends through zarr.
+appends through zarr. So does a zarr release that tests/test_store_direct.py has not
+compared byte for byte (:data:`VERIFIED_ZARR`): zarr's own write path is always correct.
 
 Each chunk is encoded whole (C order, padded with the fill value past the data), written to
 ``<key stem>.<32 hex>.partial`` (zarr's own temp pattern, which recovery deletes) and
@@ -43,8 +44,22 @@ _VLEN_UTF8 = VLenUTF8()
 _OPEN_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
 
 
+VERIFIED_ZARR = ((3, 4),)
+"""(major, minor) zarr releases whose chunk files the byte-identity test has compared."""
+
+
 class Unsupported(Exception):
     """The array uses a layout :class:`DirectArray` does not reproduce; append via zarr."""
+
+
+def zarr_verified(version: str | None = None) -> bool:
+    """Whether zarr ``version`` (default: the installed one) is in :data:`VERIFIED_ZARR`."""
+    parts = (version or zarr.__version__).split(".")
+    try:
+        release = (int(parts[0]), int(parts[1]))
+    except (IndexError, ValueError):
+        return False
+    return release in VERIFIED_ZARR
 
 
 def _load_renameat2() -> Any:
@@ -227,7 +242,10 @@ class DirectArray:
 
     @classmethod
     def open(cls, directory: Path) -> DirectArray:
-        """Read ``directory/zarr.json``; raises :class:`Unsupported` for other layouts."""
+        """Read ``directory/zarr.json``; raises :class:`Unsupported` for other layouts and
+        for a zarr release the byte-identity test has not covered."""
+        if not zarr_verified():
+            raise Unsupported(f"zarr {zarr.__version__} is not one whose chunk bytes are verified")
         try:
             doc = json.loads((directory / ZARR_JSON).read_bytes())
         except (OSError, ValueError) as err:

@@ -7,8 +7,12 @@ Shapes: ``N`` frames in total, ``E`` episodes; ``episode_ends`` (E,) int64 is cu
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
+
+from factory.errors import FactoryError
+from factory.store import EpisodeStore
 
 
 @dataclass
@@ -129,3 +133,29 @@ def evenly_spaced(indices: np.ndarray, n: int) -> np.ndarray:
 def sample_frames(indices: np.ndarray, batch: int, rng: np.random.Generator) -> np.ndarray:
     """(B,) random frame indices drawn from ``indices``."""
     return indices[rng.integers(0, len(indices), batch)]
+
+
+def load_episode_data(path: Path, need_task_state: bool = False) -> EpisodeData:
+    """The whole store in RAM as :class:`EpisodeData` (images, actions, state, gt_state)."""
+    with EpisodeStore.open(path, mode="r") as store:
+        keys = store.schema.keys
+        if "image" not in keys:
+            raise FactoryError(f"{path} has no data/image key; the world model trains on frames")
+        for key in ("action", "state"):
+            if key not in keys:
+                raise FactoryError(f"{path} has no data/{key} key; it cannot train a world model")
+        if need_task_state and "gt_state" not in keys:
+            raise FactoryError(f"{path} has no data/gt_state; the probe needs the task state")
+        if store.n_episodes == 0:
+            raise FactoryError(f"{path} holds no episodes")
+        wanted = ["image", "action", "state"] + (["gt_state"] if "gt_state" in keys else [])
+        arrays = store.load(wanted)
+        ends = np.asarray(store.episode_ends)
+    return EpisodeData(
+        frames=arrays["image"],
+        actions=arrays["action"].astype(np.float32),
+        state=arrays["state"].astype(np.float32),
+        episode_ends=ends,
+        task_state=arrays.get("gt_state"),
+        source=str(path),
+    )

@@ -3,8 +3,14 @@
 It reads only the block pose (``obs.task_state``) and the agent xy (``obs.state``). Each
 stroke is chosen by :class:`~recorders.generators.push_planner.PushPlanner`; the expert
 walks the stroke's path around the block, settles at its start, pushes to its end, and then
-plans again. If the block moves while the agent is only repositioning (an accidental bump,
-or a noisy pose estimate), it replans at once. After success it holds still.
+plans again. If the block moves while the agent is only repositioning (an accidental bump),
+it replans at once. After success it holds still.
+
+The block pose may be a noisy estimate (a learned probe inside the world model), so the
+expert filters it over the frames in which the block should be still and counts a move only
+when it exceeds ``replan_sigmas`` times the estimate's noise, learnt online
+(:class:`~recorders.generators.pose_filter.PoseFilter`); planning itself is cached per block
+pose (:class:`~recorders.generators.push_planner.PushPlanner`).
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import numpy as np
 from factory.envs import pusht_geometry as geo
 from factory.world import Observation
 from recorders.generators.base import agent_and_block, board_clip, params_dict
+from recorders.generators.pose_filter import PoseFilter
 from recorders.generators.push_planner import Push, PushPlanner
 from recorders.generators.pusht_sim import pd_step
 
@@ -41,7 +48,9 @@ class ExpertParams:
     end_tol: float = 0.7  # px: a stroke ends this close to its end point
     max_stroke_steps: int = 12  # steps before a stroke is abandoned
     max_travel_steps: int = 30  # steps of repositioning before replanning
-    replan_shift: float = 2.0  # px / (deg): unplanned block motion that triggers a replan
+    replan_shift: float = 2.0  # px / (deg): the least unplanned block motion that replans
+    replan_sigmas: float = 3.0  # ... and at least this many std of the pose estimate's noise
+    filter_frames: int = 8  # the pose estimate is averaged over up to this many still frames
     hold_gap: float = 6.0  # px kept from the block while holding after success
     stall_steps: int = 40  # steps without a 2% error drop before a random push
     jitter: float = 0.0  # noise on stroke rates (diversity across seeds); ~0.01 is mild
@@ -64,6 +73,7 @@ class ExpertGenerator:
             wall_weight=self.p.wall_weight,
             wall_reach=self.p.wall_reach,
         )
+        self._filter = PoseFilter(self.p.filter_frames, self.p.replan_sigmas, self.p.replan_shift)
         self._rng = np.random.default_rng(0)
         self._reset_state()
 
@@ -74,6 +84,8 @@ class ExpertGenerator:
         self._push: Push | None = None
         self._phase = "idle"
         self._plan_pose = np.zeros(3)
+        self._plan_count = 1
+        self._filter.reset()
         self._stroke_steps = 0
         self._travel_steps = 0
         self._vel = np.zeros(2)
@@ -88,7 +100,8 @@ class ExpertGenerator:
         self._reset_state()
 
     def act(self, obs: Observation) -> np.ndarray:
-        agent, pose = agent_and_block(obs)
+        agent, raw = agent_and_block(obs)
+        pose = self._filter.update(raw, still=self._phase != "push")
         self._track_velocity(agent)
         self._stall += 1
         if obs.success:
@@ -136,9 +149,7 @@ class ExpertGenerator:
     def _moved_unexpectedly(self, pose: np.ndarray) -> bool:
         if self._phase != "travel":
             return False
-        shift = np.linalg.norm(pose[:2] - self._plan_pose[:2])
-        turn = np.degrees(abs(geo.wrap_angle(pose[2] - self._plan_pose[2])))
-        return bool(shift > self.p.replan_shift or turn > self.p.replan_shift)
+        return self._filter.moved(pose, self._plan_pose, self._filter.count, self._plan_count)
 
     def _plan(self, agent: np.ndarray, pose: np.ndarray) -> None:
         err = geo.keypoint_error(pose)
@@ -149,6 +160,7 @@ class ExpertGenerator:
             self._stall = 0
         self._push = self.planner.plan(agent, pose, self._rng, self.p.jitter, explore)
         self._plan_pose = pose.copy()
+        self._plan_count = self._filter.count
         self._phase = "travel"
         self._stroke_steps = 0
         self._travel_steps = 0

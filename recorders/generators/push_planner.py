@@ -7,25 +7,32 @@ outline one pushes sets how much the block turns versus slides. The planner simu
 candidate stroke in a private copy of the physics (:mod:`pusht_sim`), reads off the block
 pose at several depths, and picks the stroke that most lowers the log keypoint error per
 step spent (repositioning included). Repositioning paths go around the T's convex hull.
+
+Cost: everything that depends only on the block pose (the simulated strokes and their
+gains, the router) is computed once per pose and cached (:class:`PoseTable`); candidate
+geometry and gains are evaluated for all contacts at once; and routes, the expensive part
+that depends on the agent, are computed best-first, only for candidates whose optimistic
+rate (straight-line repositioning) can still beat the best stroke found so far. The choice
+is the same as evaluating every candidate.
 """
 
 from __future__ import annotations
 
-import itertools
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
-import shapely.geometry as sg
-from shapely.prepared import prep
 
 from factory.envs import pusht_geometry as geo
-from recorders.generators.pusht_sim import PushTSim, pd_steps_to_reach
+from recorders.generators.push_router import Contact, Router, make_contacts, route_steps
+from recorders.generators.pusht_sim import PushTSim, pd_steps_to_reach_many
 
 R = geo.AGENT_RADIUS
 DEPTHS = np.array(
     [0.5, 1.0, 1.5, 2.5, 4.0, 6.0, 9.0, 13.0, 19.0, 27.0, 38.0, 52.0, 70.0, 95.0, 130.0]
 )
 WALL_LO, WALL_HI = 7.0, 504.0  # inner faces of the board's walls
+CACHE_POSES = 4  # block poses whose tables are kept
 
 
 def wall_penalty(poses: np.ndarray, reach: float) -> np.ndarray:
@@ -36,14 +43,6 @@ def wall_penalty(poses: np.ndarray, reach: float) -> np.ndarray:
     y = s[:, None] * geo.T_OUTLINE[:, 0] + c[:, None] * geo.T_OUTLINE[:, 1] + poses[:, 1:2]
     gap = np.minimum(np.minimum(x - WALL_LO, WALL_HI - x), np.minimum(y - WALL_LO, WALL_HI - y))
     return np.asarray(np.sum(np.clip(reach - gap, 0.0, None), axis=1) / reach)
-
-
-@dataclass(frozen=True)
-class Contact:
-    """A body-frame contact point on the T and the outward push normal there."""
-
-    point: np.ndarray
-    normal: np.ndarray
 
 
 @dataclass
@@ -61,35 +60,37 @@ class Push:
     rate: float  # gain per env step
 
 
-def make_contacts(spacing: float) -> list[Contact]:
-    """Candidate contacts: points along every outline edge plus corner pushes."""
-    contacts: list[Contact] = []
-    outline = geo.T_OUTLINE
-    n = len(outline)
-    for i in range(n):
-        a, b = outline[i], outline[(i + 1) % n]
-        edge = b - a
-        length = float(np.linalg.norm(edge))
-        tangent = edge / length
-        normal = np.array([tangent[1], -tangent[0]])  # outward for this vertex order
-        count = max(round(length / spacing), 1)
-        for k in range(count + 1):
-            point = a + tangent * (length * k / count)
-            contacts.append(Contact(point, normal))
-    for i in range(n):  # corner pushes along the bisector of the two edge normals
-        prev_c = [c for c in contacts if np.allclose(c.point, outline[i])]
-        normals = [c.normal for c in prev_c]
-        if len(normals) == 2:
-            bis = normals[0] + normals[1]
-            contacts.append(Contact(outline[i].copy(), bis / np.linalg.norm(bis)))
-    return [c for c in contacts if _clear(c)]
+@dataclass(frozen=True)
+class PoseTable:
+    """What a block pose alone decides, for C contacts and D depths.
+
+    points, normals, starts: (C, 2) board coordinates; valid: (C,) whether the stroke start
+    is on the board; gains: (C, D) potential drops; poses: (C, D, 3) predicted block poses
+    (both for a stroke from ``starts``); steps: (C, D) env steps of a stroke from rest.
+    """
+
+    depths: np.ndarray
+    value0: float
+    points: np.ndarray
+    normals: np.ndarray
+    starts: np.ndarray
+    valid: np.ndarray
+    gains: np.ndarray
+    poses: np.ndarray
+    steps: np.ndarray
+    router: Router
 
 
-def _clear(contact: Contact) -> bool:
-    """Whether the disk can sit on ``contact`` and come in along its normal."""
-    probes = contact.point + contact.normal * (R + np.array([0.5, 5.0, 20.0, 60.0]))[:, None]
-    identity = np.zeros(3)
-    return bool(np.all(geo.distance_to_block(probes, identity) >= R - 0.25))
+@dataclass(frozen=True)
+class AgentView:
+    """A :class:`PoseTable` seen from one agent position: contacts whose stroke line the
+    agent sits on (on_stroke (C,)) push from the agent instead, so their rows of gains
+    (C, D), poses (C, D, 3) and steps (C, D) are simulated afresh."""
+
+    gains: np.ndarray
+    poses: np.ndarray
+    steps: np.ndarray
+    on_stroke: np.ndarray
 
 
 class PushPlanner:
@@ -108,6 +109,8 @@ class PushPlanner:
         wall_reach: float = 40.0,
     ) -> None:
         self.contacts = make_contacts(spacing)
+        self._body_points = np.array([c.point for c in self.contacts])
+        self._body_normals = np.array([c.normal for c in self.contacts])
         self.standoff = standoff
         self.clearance = clearance
         self.overhead = overhead
@@ -116,6 +119,7 @@ class PushPlanner:
         self.wall_reach = wall_reach
         self.max_depth = max_depth
         self.sim = PushTSim()
+        self._tables: OrderedDict[bytes, PoseTable] = OrderedDict()
 
     def value(self, poses: np.ndarray) -> np.ndarray:
         """The planner's potential (N,): log keypoint error plus a wall-crowding penalty."""
@@ -139,15 +143,17 @@ class PushPlanner:
         ``gain`` is then <= 0). With ``rng``: ``jitter`` adds noise to the rates, and
         ``explore`` picks a random push among those that do little harm (to get unstuck).
         """
-        err0 = geo.keypoint_error(pose)
-        max_depth = float(np.clip(2.5 * err0 + 3.0, 3.0, self.max_depth))
-        depths = DEPTHS[max_depth >= DEPTHS]
-        value0 = float(self.value(pose)[0])
-        router = Router(pose, R + self.clearance)
+        agent = np.asarray(agent, np.float64)
+        table = self.table(np.asarray(pose, np.float64))
+        view = self._agent_view(table, agent, pose)
+        if (rng is None or (jitter <= 0 and not explore)) and (
+            best := self._best_first(table, agent, view)
+        ):
+            return best
         pushes = [
             push
-            for contact in self.contacts
-            if (push := self._evaluate(contact, agent, pose, depths, router, value0))
+            for i in range(len(self.contacts))
+            if table.valid[i] and (push := self._finish(table, i, agent, view))
         ]
         if not pushes:
             return None
@@ -163,156 +169,132 @@ class PushPlanner:
             return max(useful, key=lambda p: p.rate)
         return max(pushes, key=lambda p: p.gain)
 
-    def _evaluate(
+    def table(self, pose: np.ndarray) -> PoseTable:
+        """The (cached) :class:`PoseTable` of block ``pose`` (3,)."""
+        key = pose.tobytes()
+        table = self._tables.get(key)
+        if table is None:
+            table = self._build_table(pose)
+            self._tables[key] = table
+            if len(self._tables) > CACHE_POSES:
+                self._tables.popitem(last=False)
+        else:
+            self._tables.move_to_end(key)
+        return table
+
+    def _build_table(self, pose: np.ndarray) -> PoseTable:
+        err0 = geo.keypoint_error(pose)
+        max_depth = float(np.clip(2.5 * err0 + 3.0, 3.0, self.max_depth))
+        depths = DEPTHS[max_depth >= DEPTHS]
+        rot = geo.rotation(pose[2])
+        points = geo.to_world(self._body_points, pose)
+        normals = self._body_normals @ rot.T
+        starts = points + normals * (R + self.standoff)
+        valid = np.all((starts >= 1.0) & (starts <= 511.0), axis=1)
+        value0 = float(self.value(pose)[0])
+        poses = np.zeros((len(points), len(depths), 3))
+        for i in np.flatnonzero(valid):
+            poses[i] = self._trace(starts[i], normals[i], points[i], pose, depths)
+        gains = value0 - self.value(poses.reshape(-1, 3)).reshape(len(points), len(depths))
+        return PoseTable(
+            depths=depths,
+            value0=value0,
+            points=points,
+            normals=normals,
+            starts=starts,
+            valid=valid,
+            gains=np.where(valid[:, None], gains, -np.inf),
+            poses=poses,
+            steps=self._stroke_steps(np.sum((starts - points) * normals, axis=1) - R, depths),
+            router=Router(pose, R + self.clearance),
+        )
+
+    def _trace(
         self,
-        contact: Contact,
-        agent: np.ndarray,
+        start: np.ndarray,
+        normal: np.ndarray,
+        point: np.ndarray,
         pose: np.ndarray,
         depths: np.ndarray,
-        router: Router,
-        value0: float,
-    ) -> Push | None:
-        rot = geo.rotation(pose[2])
-        point = geo.to_world(contact.point, pose)
-        normal = rot @ contact.normal
-        start = point + normal * (R + self.standoff)
-        if np.any(start < 1.0) or np.any(start > 511.0):
-            return None
-        rel = agent - point
-        along = float(rel @ normal)
-        lateral = float(np.linalg.norm(rel - along * normal))
-        if lateral < 1.5 and R - 2.0 <= along <= R + self.standoff + 1.0:
-            start, path = agent.copy(), []  # already on this stroke: keep pushing
-            nav_steps = 0.0
+    ) -> np.ndarray:
+        """Predicted block poses (D, 3) of a stroke from rest at ``start`` to each depth."""
+        lead = float((start - point) @ normal) - R  # gap before first touch
+        self.sim.set_state(start, np.zeros(2), pose)
+        return self.sim.push_poses(start, -normal, lead + depths[-1], lead + depths)
+
+    @staticmethod
+    def _stroke_steps(leads: np.ndarray, depths: np.ndarray) -> np.ndarray:
+        """Env steps (C, D) of strokes from rest ``leads`` (C,) px before touch to each depth."""
+        total = np.asarray(leads, np.float64).reshape(-1, 1) + depths
+        return pd_steps_to_reach_many(total.ravel(), 0.7).reshape(total.shape)
+
+    def _agent_view(self, table: PoseTable, agent: np.ndarray, pose: np.ndarray) -> AgentView:
+        """The table's candidates as seen from this agent position.
+
+        A contact whose stroke line the agent already sits on keeps pushing from where the
+        agent is, so its stroke (not cacheable) is simulated here.
+        """
+        rel = agent - table.points
+        along = np.sum(rel * table.normals, axis=1)
+        lateral = np.linalg.norm(rel - along[:, None] * table.normals, axis=1)
+        on_stroke = table.valid & (lateral < 1.5) & (along >= R - 2.0)
+        on_stroke &= along <= R + self.standoff + 1.0
+        if not on_stroke.any():
+            return AgentView(table.gains, table.poses, table.steps, on_stroke)
+        gains, poses, steps = table.gains.copy(), table.poses.copy(), table.steps.copy()
+        for i in np.flatnonzero(on_stroke):
+            point, normal = table.points[i], table.normals[i]
+            poses[i] = self._trace(agent, normal, point, pose, table.depths)
+            gains[i] = table.value0 - self.value(poses[i])
+            steps[i] = self._stroke_steps(np.array([(agent - point) @ normal - R]), table.depths)
+        return AgentView(gains, poses, steps, on_stroke)
+
+    def _best_first(self, table: PoseTable, agent: np.ndarray, view: AgentView) -> Push | None:
+        """The best useful push, routing only candidates that can still win; None if none.
+
+        A candidate's rate is at most its rate with straight-line repositioning, so once the
+        best rate found beats every remaining bound the search stops. Ties go to the lower
+        contact index, as in a full scan.
+        """
+        dist = np.linalg.norm(table.starts - agent, axis=1)
+        nav_lb = np.where(view.on_stroke, 0.0, pd_steps_to_reach_many(dist, 1.5))
+        rates = view.gains / (nav_lb[:, None] + view.steps + self.overhead)
+        useful = view.gains > self.min_gain
+        bound = np.where(useful, rates, -np.inf).max(axis=1, initial=-np.inf)
+        best: Push | None = None
+        best_i = -1
+        for i in np.argsort(-bound, kind="stable"):
+            if not np.isfinite(bound[i]) or (best is not None and bound[i] < best.rate):
+                break
+            push = self._finish(table, int(i), agent, view)
+            if push is None or push.gain <= self.min_gain:
+                continue
+            if best is None or push.rate > best.rate or (push.rate == best.rate and i < best_i):
+                best, best_i = push, int(i)
+        return best
+
+    def _finish(self, table: PoseTable, i: int, agent: np.ndarray, view: AgentView) -> Push | None:
+        """Contact ``i``'s push at its best depth, with its route; None if unreachable."""
+        point, normal = table.points[i], table.normals[i]
+        gains, poses = view.gains[i], view.poses[i]
+        if view.on_stroke[i]:  # already on this stroke: keep pushing
+            start, path, nav_steps = agent.copy(), [], 0.0
         else:
-            path = router.route(agent, start, point, normal)
+            start = table.starts[i]
+            path = table.router.route(agent, start, point, normal)
             if not path:
                 return None
             nav_steps = route_steps(agent, path)
-        lead = float((start - point) @ normal) - R  # gap before first touch
-        self.sim.set_state(start, np.zeros(2), pose)
-        travel, poses = self.sim.push_trace(start, -normal, lead + depths[-1], max_steps=9)
-        idx = np.minimum(np.searchsorted(travel, lead + depths), len(travel) - 1)
-        gains = value0 - self.value(poses[idx])
-        steps = nav_steps + np.array([pd_steps_to_reach(lead + d, 0.7) for d in depths])
-        rates = gains / (steps + self.overhead)
+        rates = gains / (nav_steps + view.steps[i] + self.overhead)
         k = int(np.argmax(rates)) if np.any(gains > self.min_gain) else int(np.argmax(gains))
-        end = point + normal * (R - float(depths[k]))
         return Push(
-            contact,
-            start,
-            end,
-            float(depths[k]),
+            self.contacts[i],
+            start.copy(),
+            point + normal * (R - float(table.depths[k])),
+            float(table.depths[k]),
             path,
-            poses[idx[k]],
-            float(geo.keypoint_error(poses[idx[k]])),
+            poses[k].copy(),
+            float(geo.keypoint_error(poses[k])),
             float(gains[k]),
             float(rates[k]),
         )
-
-
-def route_steps(agent: np.ndarray, path: list[np.ndarray]) -> float:
-    """About how many env steps following ``path`` takes."""
-    pts = np.vstack([agent, *path])
-    length = float(np.sum(np.linalg.norm(np.diff(pts, axis=0), axis=1)))
-    return pd_steps_to_reach(length, 1.5) + 0.7 * (len(path) - 1)
-
-
-class Router:
-    """Collision-free waypoints around a block (the T inflated by the agent radius)."""
-
-    def __init__(self, pose: np.ndarray, inflate: float) -> None:
-        self.pose = pose
-        self.obstacle = geo.t_polygon(pose).buffer(inflate, quad_segs=4)
-        self.prepared = prep(self.obstacle)
-        hull = self.obstacle.convex_hull.buffer(3.0, quad_segs=2)
-        # Waypoints must be reachable: the agent's target is clipped to the board.
-        self.ring = np.clip(np.asarray(hull.exterior.coords)[:-1], 2.0, 510.0)
-        self.hull = prep(self.obstacle.convex_hull)
-
-    def clear(self, a: np.ndarray, b: np.ndarray) -> bool:
-        """Whether the straight segment a-b misses the inflated T."""
-        return not self.prepared.intersects(sg.LineString([a, b]))
-
-    def route(
-        self, agent: np.ndarray, goal: np.ndarray, point: np.ndarray, normal: np.ndarray
-    ) -> list[np.ndarray]:
-        """Waypoints from ``agent`` to ``goal`` (the stroke start at ``point``/``normal``)."""
-        if self.clear(agent, goal):
-            return [goal]
-        path: list[np.ndarray] = []
-        here = agent
-        if self.prepared.contains(sg.Point(agent)):
-            here = self._exit(agent)
-            path.append(here)
-            if self.clear(here, goal):
-                return [*path, goal]
-        entry = goal
-        if self.hull.contains(sg.Point(goal)):  # a pocket: come in along the normal
-            entry = self._outside_along(point, normal)
-        around = self._around(here, entry)
-        path.extend(around)
-        if entry is not goal:
-            path.append(entry)
-        path.append(goal)
-        return path
-
-    def _exit(self, agent: np.ndarray) -> np.ndarray:
-        local = geo.to_body(agent, self.pose)
-        centre = geo.BLOCK_COG
-        away = local - centre
-        norm = float(np.linalg.norm(away))
-        away = away / norm if norm > 1e-6 else np.array([0.0, -1.0])
-        world_dir = geo.rotation(self.pose[2]) @ away
-        for dist in np.arange(2.0, 200.0, 2.0):
-            p = agent + world_dir * dist
-            if not self.prepared.contains(sg.Point(p)):
-                return p + world_dir * 2.0
-        return agent + world_dir * 200.0
-
-    def _outside_along(self, point: np.ndarray, normal: np.ndarray) -> np.ndarray:
-        for dist in np.arange(R, 300.0, 4.0):
-            p = point + normal * dist
-            if not self.hull.contains(sg.Point(p)):
-                return p + normal * 4.0
-        return point + normal * 300.0
-
-    def _around(self, a: np.ndarray, b: np.ndarray) -> list[np.ndarray]:
-        ring = self.ring
-        n = len(ring)
-        ia = int(np.argmin(np.linalg.norm(ring - a, axis=1)))
-        ib = int(np.argmin(np.linalg.norm(ring - b, axis=1)))
-        options = []
-        for sign, count in ((1, (ib - ia) % n), (-1, (ia - ib) % n)):
-            pts = [ring[(ia + sign * k) % n] for k in range(count + 1)]
-            pts = self._shortcut(a, pts, b)
-            seq = [a, *pts, b]
-            hits = sum(not self.clear(p, q) for p, q in itertools.pairwise(seq))
-            options.append((hits, _length(seq), pts))
-        return min(options, key=lambda o: (o[0], o[1]))[2]
-
-    def _shortcut(self, a: np.ndarray, pts: list[np.ndarray], b: np.ndarray) -> list[np.ndarray]:
-        out: list[np.ndarray] = []
-        here = a
-        seq = [*pts, b]
-        i = 0
-        while i < len(seq) - 1:
-            j = len(seq) - 1
-            while j > i and not self.clear(here, seq[j]):
-                j -= 1
-            if j == i:
-                out.append(seq[i])
-                here = seq[i]
-                i += 1
-            else:
-                if j == len(seq) - 1:
-                    return out
-                out.append(seq[j])
-                here = seq[j]
-                i = j
-        return out
-
-
-def _length(pts: list[np.ndarray]) -> float:
-    arr = np.vstack(pts)
-    return float(np.sum(np.linalg.norm(np.diff(arr, axis=0), axis=1)))

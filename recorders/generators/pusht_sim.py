@@ -8,6 +8,8 @@ touches the env, so the expert also runs inside the world model.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pymunk
 
@@ -32,17 +34,25 @@ def pd_step(pos: np.ndarray, vel: np.ndarray, target: np.ndarray) -> tuple[np.nd
     return pos, vel
 
 
+_STEP_GRID = np.arange(0.0, 30.25, 0.25)  # env steps, in quarters
+_REMAINING = (1.0 + _STEP_GRID) * np.exp(-_STEP_GRID)  # decreasing in the steps
+
+
 def pd_steps_to_reach(distance: float, tol: float = 1.0) -> float:
     """About how many env steps the PD needs to close ``distance`` to within ``tol``.
 
     Critically damped from rest: the remaining error is ``d (1 + x) exp(-x)`` after ``x``
-    env steps (the natural frequency is 10/s and a step is 0.1 s).
+    env steps (the natural frequency is 10/s and a step is 0.1 s). Quarter steps, at most 30.
     """
-    ratio = tol / max(distance, tol)
-    x = 0.0
-    while (1.0 + x) * np.exp(-x) > ratio and x < 30.0:
-        x += 0.25
-    return x
+    return float(pd_steps_to_reach_many(np.asarray([distance], np.float64), tol)[0])
+
+
+def pd_steps_to_reach_many(distances: np.ndarray, tol: float = 1.0) -> np.ndarray:
+    """:func:`pd_steps_to_reach` of every distance (N,) -> (N,), in one table look-up."""
+    ratio = tol / np.maximum(np.asarray(distances, np.float64), tol)
+    # the first grid point whose remaining fraction is <= ratio (the grid's end if none)
+    idx = np.searchsorted(-_REMAINING, -ratio, side="left")
+    return np.asarray(_STEP_GRID[np.minimum(idx, len(_STEP_GRID) - 1)])
 
 
 class PushTSim:
@@ -96,29 +106,45 @@ class PushTSim:
         for _ in range(SUBSTEPS):
             self.substep(t)
 
-    def push_trace(
-        self, start: np.ndarray, direction: np.ndarray, length: float, max_steps: int
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """Push from rest at ``start`` towards ``start + length * direction``.
+    def push_poses(
+        self, start: np.ndarray, direction: np.ndarray, length: float, reach: np.ndarray
+    ) -> np.ndarray:
+        """Block poses (D, 3) when a push from rest at ``start`` towards ``start + length *
+        direction`` first travels ``reach`` (D,) ascending px along ``direction``; the push
+        stops 0.5 px short of its end or after 9 env steps (its last pose for reaches beyond).
 
-        Returns the agent's travel along ``direction`` (N,) and the block pose (N, 3) after
-        each substep, until the agent is within 0.5 px of the end or ``max_steps`` pass.
+        The agent is kinematic and starts at rest, so its motion along ``direction`` is the
+        same for every push of this ``length``: it is precomputed, and only the substeps
+        whose block pose is needed are read back.
         """
+        speeds, travel = _push_profile(float(length), 9)
+        idx = np.minimum(np.searchsorted(travel, reach), len(travel) - 1)
         self.agent.position = (float(start[0]), float(start[1]))
-        self.agent.velocity = (0.0, 0.0)
-        end = start + length * direction
-        target = (float(end[0]), float(end[1]))
-        travel, poses = [], []
         dx, dy = float(direction[0]), float(direction[1])
-        sx, sy = float(start[0]), float(start[1])
-        block = self.block
-        for _ in range(max_steps * SUBSTEPS):
-            self.substep(target)
-            pos = self.agent.position
-            along = (pos.x - sx) * dx + (pos.y - sy) * dy
-            bp = block.position
-            travel.append(along)
-            poses.append((bp.x, bp.y, block.angle))
-            if along >= length - 0.5:
-                break
-        return np.asarray(travel), np.asarray(poses)
+        agent, block, space = self.agent, self.block, self.space
+        out = np.empty((len(idx), 3))
+        k = 0
+        for i, speed in enumerate(speeds[: int(idx[-1]) + 1]):
+            agent.velocity = (speed * dx, speed * dy)
+            space.step(DT)
+            while k < len(idx) and idx[k] == i:
+                bp = block.position
+                out[k] = (bp.x, bp.y, block.angle)
+                k += 1
+        return out
+
+
+@functools.lru_cache(maxsize=64)
+def _push_profile(length: float, max_steps: int) -> tuple[list[float], np.ndarray]:
+    """The agent's speed during (N,) and travel after (N,) each substep of a push from rest
+    over ``length`` px, up to 0.5 px short of its end or ``max_steps`` env steps."""
+    speeds, travel = [], []
+    s = v = 0.0
+    for _ in range(max_steps * SUBSTEPS):
+        v = v + (KP * (length - s) - KV * v) * DT
+        s = s + v * DT
+        speeds.append(v)
+        travel.append(s)
+        if s >= length - 0.5:
+            break
+    return speeds, np.asarray(travel)

@@ -1,0 +1,72 @@
+"""Which files make up a model directory, where the shipped model lives, and model ids.
+
+A model directory (shipped or a training directory) holds ``config.json``, one
+``<part>.safetensors`` per part listed in the config, and ``provenance.json``. Training
+directories also hold optimiser state, resume state and latent caches; none of those is
+part of the model. :func:`model_files` is the one place that decides: the model id, the
+copies shipped to generation workers and packing all go by it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from factory.errors import ModelError
+from factory.model.checkpoint import CONFIG_FILE, PROVENANCE_FILE, load_model_dir, read_config
+
+if TYPE_CHECKING:
+    from factory.model.world_model import WorldModel
+
+DEFAULT_MODEL = Path(__file__).resolve().parents[2] / "models" / "pusht"
+"""The shipped PushT world model, used whenever ``--model`` is omitted."""
+
+
+def part_file(part: str) -> str:
+    """The weights file of ``part`` in a model directory."""
+    return f"{part}.safetensors"
+
+
+def model_dir_or_default(path: Path | None) -> Path:
+    """``path``, or the shipped model; a missing shipped model says how to get one."""
+    model_dir = path or DEFAULT_MODEL
+    if path is None and not (model_dir / CONFIG_FILE).exists():
+        raise ModelError(
+            f"no shipped model at {model_dir}; train one (docs/MODEL_CARD.md) or pass --model"
+        )
+    return model_dir
+
+
+def model_files(model_dir: Path, parts: tuple[str, ...] | None = None) -> list[Path]:
+    """The files of the model in ``model_dir`` (of ``parts``, default all it lists):
+    the part weights in name order, then ``config.json``, then ``provenance.json`` if any."""
+    config = read_config(model_dir)
+    wanted = config.parts if parts is None else parts
+    weights = sorted(model_dir / part_file(p) for p in wanted)
+    missing = [f.name for f in weights if not f.is_file()]
+    if missing:
+        raise ModelError(f"model {model_dir} lists part file(s) {', '.join(missing)} it lacks")
+    extra = [model_dir / PROVENANCE_FILE] if (model_dir / PROVENANCE_FILE).is_file() else []
+    return [*weights, model_dir / CONFIG_FILE, *extra]
+
+
+def model_identity(model_dir: Path) -> str:
+    """``<dir name>@<sha256 of config and weights, 12 hex>``: the id episodes record."""
+    digest = hashlib.sha256()
+    for f in model_files(model_dir):
+        if f.name == PROVENANCE_FILE:
+            continue
+        digest.update(f.name.encode())
+        digest.update(f.read_bytes())
+    return f"{model_dir.name}@{digest.hexdigest()[:12]}"
+
+
+def load_model(
+    path: Path | None, device: str = "cpu", parts: tuple[str, ...] | None = None
+) -> tuple[WorldModel, str]:
+    """The model at ``path`` (default: the shipped one) and its id (:func:`model_identity`,
+    covering the config and the weights, so episodes record exactly which model made them)."""
+    model_dir = model_dir_or_default(path)
+    model = load_model_dir(model_dir, parts=parts, device=device)
+    return model, model_identity(model_dir)

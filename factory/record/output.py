@@ -1,0 +1,88 @@
+"""The output episode store of a recording command (collect, generate, teleop).
+
+:func:`check_output` validates an output before anything is created; :func:`open_output`
+then creates it (or reopens it with ``append``). Commands check everything first and
+create the store only once the work can start, so a refused run leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from factory.errors import FactoryError
+from factory.store import EpisodeStore, KeySpec, StoreSchema
+from factory.world import WorldSpec
+
+
+def store_schema(spec: WorldSpec) -> StoreSchema:
+    """The episode-store schema that a world's episodes are recorded with."""
+    return StoreSchema(
+        keys={
+            "image": KeySpec(shape=spec.image_shape, dtype="uint8"),
+            "action": KeySpec(shape=(spec.action_dim,), dtype="float32"),
+            "state": KeySpec(shape=(spec.state_dim,), dtype="float32"),
+            "gt_state": KeySpec(shape=(len(spec.task_state_names),), dtype="float32"),
+        }
+    )
+
+
+def store_attrs(spec: WorldSpec, resolution: int) -> dict[str, Any]:
+    """Store attributes that an ``--append`` must match."""
+    return {"env": spec.name, "resolution": resolution}
+
+
+def check_output(out: Path, spec: WorldSpec, resolution: int, append: bool) -> None:
+    """Refuse an output that :func:`open_output` would refuse, creating nothing.
+
+    An existing store is opened read-only to check that it fits (and that no other writer
+    holds it is checked again when :func:`open_output` takes the lock).
+    """
+    if not out.exists():
+        parent = out.resolve().parent
+        while not parent.exists():
+            parent = parent.parent
+        if not parent.is_dir():
+            raise FactoryError(f"cannot create {out}: {parent} is not a directory")
+        return
+    if not append:
+        raise FactoryError(f"{out} already exists; pass --append to add to it")
+    with EpisodeStore.open(out, mode="r") as store:
+        store.check_compatible(store_schema(spec), store_attrs(spec, resolution))
+
+
+def open_output(out: Path, spec: WorldSpec, resolution: int, append: bool) -> EpisodeStore:
+    """Create ``out``, or (with ``append``) reopen and check it fits this world."""
+    schema = store_schema(spec)
+    attrs = store_attrs(spec, resolution)
+    if out.exists():
+        if not append:
+            raise FactoryError(f"{out} already exists; pass --append to add to it")
+        store = EpisodeStore.open(out, mode="a")
+        try:
+            store.check_compatible(schema, attrs)
+        except Exception:
+            store.close()
+            raise
+        return store
+    return EpisodeStore.create(
+        out,
+        schema,
+        fps=spec.fps,
+        action_meaning=spec.action_meaning,
+        attrs={
+            **attrs,
+            "task": spec.task,
+            "state_names": ["agent_x", "agent_y"],
+            "gt_state_names": list(spec.task_state_names),
+        },
+    )
+
+
+def done_episodes(out: Path) -> set[tuple[str, int | None]]:
+    """(generator, seed) of every episode already in ``out`` (empty if it does not exist):
+    the episodes an ``--append`` rerun skips."""
+    if not out.exists():
+        return set()
+    with EpisodeStore.open(out, mode="r") as store:
+        return {(m.generator, m.seed) for m in store.all_meta()}
