@@ -34,7 +34,7 @@ class PluginInputError(SystemExit):
 
 def check_device(device: str) -> str:
     """``auto``/``cpu``/``cuda[:N]`` -> a torch device name; anything else is refused."""
-    from pipelines.train import resolve_device
+    from factory.device import resolve_device
 
     try:
         return resolve_device(device)
@@ -44,7 +44,7 @@ def check_device(device: str) -> str:
 
 def check_model_dir(model: str | Path | None) -> Path | None:
     """The model directory (None: the shipped one), refused unless it holds a config.json."""
-    from pipelines.models import DEFAULT_MODEL
+    from factory.model.files import DEFAULT_MODEL
 
     path = Path(model).expanduser() if model else None
     where = path or DEFAULT_MODEL
@@ -60,7 +60,7 @@ def open_world(model: str | Path | None, device: str, batch_size: int, seed: int
     Raises :class:`PluginInputError` for a missing or unreadable model, an unknown
     device, or a model that does not fit PushT (actions (x, y), a probe part).
     """
-    from pipelines.models import load_model
+    from factory.model.files import load_model
 
     path = check_model_dir(model)
     torch_device = check_device(device)
