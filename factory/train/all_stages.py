@@ -77,7 +77,8 @@ class AllStagesConfig:
 
     lr_scale_max: on a measured batch B > base B0, the learning rate is scaled by
         ``min(sqrt(B / B0), lr_scale_max)``.
-    checkpoint_every_s: the loop's checkpoint interval (None: the stage's default).
+    checkpoint_every_s, log_every: the loop's checkpoint interval and progress cadence
+        (None: the stage's defaults).
     """
 
     shares: StageShares = field(default_factory=StageShares)
@@ -85,6 +86,7 @@ class AllStagesConfig:
     batch: BatchSearch = field(default_factory=BatchSearch)
     lr_scale_max: float = 2.0
     checkpoint_every_s: float | None = None
+    log_every: int | None = None
 
 
 @dataclass(frozen=True)
@@ -160,12 +162,16 @@ def _write_state(out_dir: Path, state: dict[str, Any]) -> None:
 
 def _train_cfg(stage: str, cfg: AllStagesConfig, batch: int | None) -> TrainConfig | None:
     """The stage's TrainConfig with overrides, or None for its own defaults."""
-    if batch is None and cfg.checkpoint_every_s is None:
+    if batch is None and cfg.checkpoint_every_s is None and cfg.log_every is None:
         return None
     base = STAGE_TRAIN[stage]
-    tc = base
-    if cfg.checkpoint_every_s is not None:
-        tc = dataclasses.replace(tc, checkpoint_every_s=cfg.checkpoint_every_s)
+    tc = dataclasses.replace(
+        base,
+        checkpoint_every_s=base.checkpoint_every_s
+        if cfg.checkpoint_every_s is None
+        else cfg.checkpoint_every_s,
+        log_every=base.log_every if cfg.log_every is None else cfg.log_every,
+    )
     if batch is not None and batch != base.batch_size:
         scale = min(math.sqrt(batch / base.batch_size), cfg.lr_scale_max)
         tc = dataclasses.replace(tc, batch_size=batch, lr=base.lr * scale, threads=0)
