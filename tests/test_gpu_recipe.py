@@ -1,0 +1,89 @@
+"""The offline GPU recipe end to end on this CPU, at a 1-minute budget, in a clean virtual
+environment holding only torch, numpy, what the GPU machine already has (DESIGN §5) and
+the wheelhouse: no ray, no lerobot, nothing else from the project's lock."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+GPU_MACHINE_HAS = (
+    "torch",
+    "numpy",
+    "safetensors",
+    "typer",
+    "rich",
+    "opencv-python-headless",
+    "pyyaml",
+    "cloudpickle",
+    "packaging",
+    "typing-extensions",
+)
+QUICK = {  # a small store and a short evaluation: the budget is what is under test
+    "PLAY_EPISODES": "6",
+    "PLAY_STEPS": "60",
+    "EXPERT_EPISODES": "2",
+    "EXPERT_STEPS": "60",
+    "HELD_PLAY": "2",
+    "HELD_STEPS": "120",
+    "HELD_EXPERT": "0",
+    "EVAL_EPISODES": "2",
+    "STABILITY_FRAMES": "100",
+    "WORKERS": "2",
+    "DEVICE": "cpu",
+}
+
+
+def _locked(names: tuple[str, ...]) -> list[str]:
+    lock = tomllib.loads((REPO / "uv.lock").read_text())
+    versions = {p["name"]: p["version"] for p in lock["package"]}
+    return [f"{n}=={versions[n]}" for n in names]
+
+
+def _sh(args: list[str], **kw: object) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(args, capture_output=True, text=True, **kw)  # type: ignore[call-overload]
+    assert done.returncode == 0, f"{args}: {done.stdout[-3000:]}{done.stderr[-3000:]}"
+    return done
+
+
+@pytest.mark.slow
+def test_gpu_recipe_on_cpu_in_a_clean_venv(tmp_path: Path) -> None:
+    wheelhouse = REPO / ".wheelhouse"
+    if not any(wheelhouse.glob("*.whl")):
+        wheelhouse = tmp_path / "wheelhouse"
+        _sh([str(REPO / "scripts" / "wheelhouse.sh"), str(wheelhouse)])
+    size = sum(f.stat().st_size for f in wheelhouse.glob("*.whl"))
+    assert size < 40 * 2**20, size
+    venv = tmp_path / "venv"
+    uv = [sys.executable, "-m", "uv"]
+    _sh([*uv, "venv", "--seed", "--python", "3.12", str(venv)])  # --seed: pip, for the recipe
+    python = venv / "bin" / "python"
+    _sh([*uv, "pip", "install", "--offline", "--python", str(python), *_locked(GPU_MACHINE_HAS)])
+    blocked = subprocess.run([str(python), "-c", "import ray"], capture_output=True)
+    assert blocked.returncode != 0
+    out = tmp_path / "out"
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env.update(QUICK, PYTHON=str(python), WHEELHOUSE=str(wheelhouse), WORK=str(tmp_path / "w"))
+    _sh(["bash", str(REPO / "scripts" / "gpu_train.sh"), str(out), "1"], env=env, cwd=REPO)
+    summary = json.loads((out / "train_summary.json").read_text())
+    assert summary["device"] == "cpu" and summary["budget"]["minutes"] == 1
+    assert sum(s["wall_s"] for s in summary["stages"].values()) < 90
+    assert {"ae_psnr", "h10_psnr"} <= set(summary["fidelity"])
+    assert "horizons" in json.loads((out / "fidelity.json").read_text())
+    assert sorted(f.name for f in (out / "model").iterdir()) == [
+        "autoencoder.safetensors",
+        "config.json",
+        "dynamics.safetensors",
+        "probe.safetensors",
+        "provenance.json",
+    ]
+    files = [f for f in out.rglob("*") if f.is_file()]
+    assert len(files) <= 8 and max(f.stat().st_size for f in files) < 16 * 2**20
+    assert "done" in (out / "train.log").read_text()
