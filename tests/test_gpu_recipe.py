@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import tomllib
 from pathlib import Path
 
@@ -62,7 +61,7 @@ def test_gpu_recipe_on_cpu_in_a_clean_venv(tmp_path: Path) -> None:
     size = sum(f.stat().st_size for f in wheelhouse.glob("*.whl"))
     assert size < 40 * 2**20, size
     venv = tmp_path / "venv"
-    uv = [sys.executable, "-m", "uv"]
+    uv = ["python3", "-m", "uv"]  # as the README installs it
     _sh([*uv, "venv", "--seed", "--python", "3.12", str(venv)])  # --seed: pip, for the recipe
     python = venv / "bin" / "python"
     _sh([*uv, "pip", "install", "--offline", "--python", str(python), *_locked(GPU_MACHINE_HAS)])

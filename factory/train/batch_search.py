@@ -85,13 +85,13 @@ def time_steps(call: StageCall, scratch: Path, tc: TrainConfig, cfg: BatchSearch
 
 
 def choose(rates: dict[int, float], cfg: BatchSearch, budget_s: float | None) -> int:
-    """The smallest batch within ``knee`` of the best rate that leaves ``min_steps``."""
-    best = max(rates.values())
-    for batch in sorted(rates):
-        steps = None if budget_s is None else budget_s * rates[batch] / batch
-        if rates[batch] >= cfg.knee * best and (steps is None or steps >= cfg.min_steps):
-            return batch
-    return min(rates)
+    """Among the batches that leave ``min_steps`` in ``budget_s``, the smallest within
+    ``knee`` of their best rate (the smallest batch tried when none leaves enough)."""
+    ok = {b: r for b, r in rates.items() if budget_s is None or budget_s * r / b >= cfg.min_steps}
+    if not ok:
+        return min(rates)
+    best = max(ok.values())
+    return min(b for b, r in ok.items() if r >= cfg.knee * best)
 
 
 def search_batch(
