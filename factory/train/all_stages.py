@@ -241,65 +241,67 @@ def _new_state(data: EpisodeData, total: Budget, device: str, cfg: AllStagesConf
     }
 
 
+def _measure_batch(run: _Run, stage: str, budget: Budget, rec: dict[str, Any]) -> Budget:
+    """On CUDA, time doubling batch sizes (recorded in ``rec``); returns the budget less
+    the measurement's time."""
+    minutes = budget.minutes
+    choice = search_batch(
+        _call(stage, run.data, run.config, run.device, resume=False),
+        run.out_dir,
+        stage,
+        _train_cfg(stage, run.cfg, None) or STAGE_TRAIN[stage],
+        run.cfg.batch,
+        None if minutes is None else minutes * 60.0,
+    )
+    rec.update(
+        batch_size=choice.batch_size, batch_rates={str(k): v for k, v in choice.rates.items()}
+    )
+    if minutes is None:
+        return budget
+    return Budget(minutes=max(minutes - choice.wall_s / 60.0, 0.01), steps=budget.steps)
+
+
 def _run_stage(run: _Run, stage: str) -> dict[str, Any]:
     """Run (or resume) one stage; returns its summary (wall_s, steps, samples/s, ...)."""
     rec = run.state["stages"].setdefault(stage, {})
-    resume = rec.get("status") == "running"
     t0 = time.monotonic()
     if stage == "latents":
         metrics = _latents_stage(run.data, run.out_dir, run.device)
         return {
             "metrics": metrics,
             "wall_s": time.monotonic() - t0,
-            "samples_per_s": metrics["samples_per_s"],
             "steps": 0,
+            "samples_per_s": metrics["samples_per_s"],
         }
+    resume = rec.get("status") == "running"
     done = {s for s, r in run.state["stages"].items() if r.get("status") == "done"}
     if resume:
         budget = Budget(**rec["budget"])
     else:
         budget = stage_budget(stage, run.stages, done, run.cfg.shares, run.total, run.spent_s())
-    minutes = budget.minutes
-    batch = rec.get("batch_size")
     index = run.stages.index(stage) + 1
-    search = run.cfg.batch
-    with accelerated(run.cfg.accel, run.device, minutes):
-        if batch is None and is_cuda(run.device) and search.enabled:
-            probe_call = _call(stage, run.data, run.config, run.device, resume=False)
-            choice = search_batch(
-                probe_call,
-                run.out_dir,
-                stage,
-                _train_cfg(stage, run.cfg, None) or STAGE_TRAIN[stage],
-                search,
-                None if minutes is None else minutes * 60.0,
-            )
-            batch = choice.batch_size
-            rec["batch_rates"] = {str(k): v for k, v in choice.rates.items()}
-            if minutes is not None:
-                budget = Budget(
-                    minutes=max(minutes - choice.wall_s / 60.0, 0.01), steps=budget.steps
-                )
-        rec.update(status="running", budget=dataclasses.asdict(budget), batch_size=batch)
+
+    def on_progress(step: int, total: int | None, metrics: dict[str, float]) -> None:
+        if run.on_progress is not None:
+            left = run.time_left(t0)
+            run.on_progress(AllProgress(stage, index, len(run.stages), step, total, metrics, left))
+
+    with accelerated(run.cfg.accel, run.device, budget.minutes):
+        if "batch_size" not in rec and is_cuda(run.device) and run.cfg.batch.enabled:
+            budget = _measure_batch(run, stage, budget, rec)
+        rec.update(status="running", budget=dataclasses.asdict(budget))
         _write_state(run.out_dir, run.state)
-
-        def on_progress(step: int, total: int | None, metrics: dict[str, float]) -> None:
-            if run.on_progress is not None:
-                run.on_progress(
-                    AllProgress(
-                        stage, index, len(run.stages), step, total, metrics, run.time_left(t0)
-                    )
-                )
-
-        tc = _train_cfg(stage, run.cfg, batch)
+        tc = _train_cfg(stage, run.cfg, rec.get("batch_size"))
         call = _call(stage, run.data, run.config, run.device, resume)
         metrics = call(run.out_dir, tc, budget, on_progress)
     return {
         "metrics": metrics,
-        "wall_s": float(rec.get("wall_s", 0.0)) + time.monotonic() - t0,
+        "wall_s": time.monotonic() - t0,
         "steps": int(metrics.get("step", 0)),
         "samples_per_s": metrics.get("samples_per_s", 0.0),
-        "batch_size": batch or (tc.batch_size if tc else STAGE_TRAIN[stage].batch_size),
+        "batch_size": round(metrics["samples_per_s"] / metrics["steps_per_s"])
+        if metrics.get("steps_per_s")
+        else (tc or STAGE_TRAIN[stage]).batch_size,
     }
 
 
