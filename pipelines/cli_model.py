@@ -4,6 +4,7 @@ factory train autoencoder --data data/pusht_play.zarr --out runs/model --minutes
 factory train dynamics --data data/pusht_play.zarr --out runs/model --minutes 60
 factory train decoder --data data/pusht_play.zarr --out runs/model --minutes 10
 factory train probe --data data/pusht_play.zarr --out runs/model --minutes 10
+factory train all --data data/pusht_play.zarr --out runs/all --minutes 60 --eval data/held.zarr
 factory eval fidelity --model runs/model --data data/pusht_heldout.zarr --json --video fid.mp4
 factory eval transfer data/pusht_gen.zarr --json
 factory bench rollout --json
@@ -23,7 +24,7 @@ from pipelines.console import LazyBar, err_console, print_json, user_errors
 @app.command()
 @user_errors
 def train(
-    stage: Annotated[str, typer.Argument(help="autoencoder | dynamics | decoder | probe")],
+    stage: Annotated[str, typer.Argument(help="all | autoencoder | dynamics | decoder | probe")],
     data: Annotated[Path, typer.Option("--data", help="Episode store to train on.")],
     out: Annotated[Path, typer.Option("--out", help="Model directory (all parts live here).")],
     minutes: Annotated[float | None, typer.Option(help="Budget in minutes (total).")] = None,
@@ -43,9 +44,35 @@ def train(
         typer.Option("--set", help="dynamics: SECTION.FIELD=VALUE override (repeatable)."),
     ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the metrics as JSON.")] = False,
+    eval_data: Annotated[
+        Path | None, typer.Option("--eval", help="all: held-out store for OUT/fidelity.json.")
+    ] = None,
+    eval_episodes: Annotated[int, typer.Option(help="all: episodes to evaluate.")] = 16,
+    stability_frames: Annotated[int, typer.Option(help="all: closed-loop frames.")] = 9000,
 ) -> None:
-    """Train one stage of the world model into a model directory."""
+    """Train one stage, or `all` of them (then pack OUT/model), into a model directory."""
     from pipelines.train import TrainRequest, run_train
+
+    if stage == "all":
+        from pipelines.cli_train_all import train_all
+
+        train_all(
+            data,
+            out,
+            minutes,
+            steps,
+            device,
+            resume,
+            json_out,
+            eval_data,
+            eval_episodes,
+            stability_frames,
+        )
+        return
+    if eval_data is not None:
+        from factory.errors import FactoryError
+
+        raise FactoryError("--eval goes with `factory train all`; use `factory eval fidelity`")
 
     req = TrainRequest(
         stage=stage,

@@ -30,6 +30,7 @@ from factory.model.autoencoder import Autoencoder
 from factory.model.checkpoint import check_parts_fit, load_part
 from factory.model.config import WorldModelConfig
 from factory.model.dynamics import Dynamics
+from factory.train.accel import keep_on_device
 from factory.train.data import EpisodeData, WindowSampler
 from factory.train.loop import (
     Budget,
@@ -102,7 +103,8 @@ def encode_dataset(
 def cached_latents(
     model_dir: str | Path, ae: Autoencoder, data: EpisodeData, device: str | torch.device
 ) -> Tensor:
-    """The dataset's latents (N, C, h, w) float16, from the cache file when it matches."""
+    """The dataset's latents (N, C, h, w) float16, from the cache file when it matches
+    (on ``device`` when an accelerated stage holds data there, else on the CPU)."""
     d = Path(model_dir)
     key = _cache_key(ae, data)
     path = d / CACHE_FILE
@@ -111,11 +113,11 @@ def cached_latents(
             meta = f.metadata() or {}
         if meta.get("key") == key:
             log.info("using cached latents %s", path)
-            return load_file(str(path))["latents"]
+            return keep_on_device(load_file(str(path))["latents"], device)
     lat = encode_dataset(ae, data.frames, device)
     save_file({"latents": lat}, str(path), {"key": key})
     log.info("encoded %d frames into %s", len(lat), path)
-    return lat
+    return keep_on_device(lat, device)
 
 
 @torch.no_grad()

@@ -33,6 +33,7 @@ from factory.model.checkpoint import (
 )
 from factory.model.config import WorldModelConfig
 from factory.model.layers import frames_to_float
+from factory.train.accel import gather_frames, prepare_module
 
 log = logging.getLogger(__name__)
 
@@ -252,6 +253,7 @@ def train_part(
     as model part ``save_as`` (default ``part``) with its steps, wall time and ``data`` in
     the provenance. ``before_save`` runs first (e.g. refreshing latent statistics)."""
     saved = {"config": config}
+    prepare_module(module)
     prefix = "" if save_as is None else f"{part}_"
 
     def save_fn(state: LoopState) -> None:
@@ -312,5 +314,6 @@ def init_part(
 
 
 def frames_batch(frames: np.ndarray, idx: np.ndarray, device: str | torch.device) -> Tensor:
-    """uint8 frames[idx] as a float tensor (B, 3, H, W) in [-1, 1] on ``device``."""
-    return frames_to_float(torch.from_numpy(frames[idx]).to(device))
+    """uint8 frames[idx] as a float tensor (B, 3, H, W) in [-1, 1] on ``device`` (gathered
+    on the device when the frames have a copy there: :func:`factory.train.accel.hold_frames`)."""
+    return frames_to_float(gather_frames(frames, idx, device))

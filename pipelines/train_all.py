@@ -1,0 +1,175 @@
+"""``factory train all``: a store to a packed, evaluated model directory in one command.
+
+    factory train all --data data/pusht_play.zarr --out runs/all --minutes 60
+    factory train all --data data/pusht_play.zarr --out runs/all --minutes 60 --resume
+    factory train all --data d.zarr --out runs/gpu --minutes 6 --device cuda \\
+        --eval data/pusht_heldout.zarr --json
+
+Writes the training directory ``OUT`` (every part, caches, ``train_all.json``), the
+packed model ``OUT/model`` and, with ``--eval``, ``OUT/fidelity.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from factory.device import resolve_device
+from factory.errors import FactoryError
+from factory.model import read_config
+from factory.model.pack import pack_model
+from factory.store import EpisodeStore
+from factory.train.all_stages import (
+    STATE_FILE,
+    AllProgressFn,
+    AllStagesConfig,
+    budget_table,
+    plan_stages,
+    read_state,
+    run_all_stages,
+)
+from factory.train.data import load_episode_data
+from factory.train.loop import Budget
+from pipelines.train import check_fits, default_config
+
+log = logging.getLogger(__name__)
+
+MODEL_SUBDIR = "model"
+FIDELITY_FILE = "fidelity.json"
+
+
+@dataclass(frozen=True)
+class TrainAllRequest:
+    """One ``factory train all`` call."""
+
+    data: Path
+    out: Path
+    minutes: float | None = None
+    steps: int | None = None
+    device: str = "auto"
+    resume: bool = False
+    eval_data: Path | None = None
+    eval_episodes: int = 16
+    stability_frames: int = 9000
+    config: AllStagesConfig = field(default_factory=AllStagesConfig)
+
+
+def _budget(req: TrainAllRequest) -> Budget:
+    """The total budget; on ``--resume`` without one, the run's recorded budget."""
+    minutes, steps = req.minutes, req.steps
+    if (minutes is not None and minutes <= 0) or (steps is not None and steps <= 0):
+        raise FactoryError("--minutes and --steps must be positive")
+    if minutes is None and steps is None:
+        if not req.resume:
+            raise FactoryError("give a budget: --minutes M or --steps K")
+        recorded = read_state(req.out)["budget"]
+        minutes, steps = recorded.get("minutes"), recorded.get("steps")
+    return Budget(minutes=minutes, steps=steps)
+
+
+def validate(req: TrainAllRequest) -> tuple[Budget, str]:
+    """Check everything that needs no data loaded: budget, device, directories."""
+    budget = _budget(req)
+    device = resolve_device(req.device)
+    if req.resume:
+        read_state(req.out)
+    elif req.out.exists() and any(req.out.iterdir()):
+        raise FactoryError(f"{req.out} is not empty; pass --resume to continue a run there")
+    for path, what in ((req.data, "--data"), (req.eval_data, "--eval")):
+        if path is not None and not path.exists():
+            raise FactoryError(f"{what}: store {path} does not exist")
+    if req.eval_data is not None:
+        _check_eval_store(req.eval_data)
+    if req.eval_episodes <= 0 or req.stability_frames < 0:
+        raise FactoryError("--eval-episodes must be positive and --stability-frames >= 0")
+    return budget, device
+
+
+def _check_eval_store(path: Path) -> None:
+    """Refuse a held-out store that fidelity evaluation would refuse after training."""
+    from factory.eval.fidelity import HORIZONS
+
+    with EpisodeStore.open(path) as store:
+        longest = int(store.episode_lengths.max()) if store.n_episodes else 0
+        if "gt_state" not in store.schema.keys or "image" not in store.schema.keys:
+            raise FactoryError(f"--eval: {path} has no image/gt_state; it needs real episodes")
+    if longest <= max(HORIZONS):
+        raise FactoryError(
+            f"--eval: {path} has no episode longer than {max(HORIZONS)} steps (horizon "
+            f"{max(HORIZONS)} plus the model's context)"
+        )
+
+
+def shares_for(req: TrainAllRequest, has_task_state: bool) -> dict[str, float]:
+    """Stage -> fraction of the budget, as the run will use them (printed at start)."""
+    return budget_table(plan_stages(has_task_state), req.config.shares)
+
+
+def has_task_state(path: Path) -> bool:
+    with EpisodeStore.open(path) as store:
+        return "gt_state" in store.schema.keys
+
+
+def run_train_all(req: TrainAllRequest, on_progress: AllProgressFn | None = None) -> dict[str, Any]:
+    """Train every stage, pack ``OUT/model`` and (with ``eval_data``) write
+    ``OUT/fidelity.json``; returns the summary (see :func:`summary`)."""
+    budget, device = validate(req)
+    data = load_episode_data(req.data)
+    if (req.out / "config.json").exists():
+        config = read_config(req.out)
+        check_fits(config, data)
+    else:
+        config = default_config(data)
+    result = run_all_stages(
+        data, req.out, config, budget, device, req.config, req.resume, on_progress
+    )
+    del data
+    model_dir = req.out / MODEL_SUBDIR
+    pack_model({p: req.out for p in read_config(req.out).parts}, model_dir, overwrite=True)
+    result["model"] = str(model_dir)
+    if req.eval_data is not None:
+        fidelity = evaluate(req, model_dir, device)
+        result["fidelity"] = headlines(fidelity)
+        result["fidelity_file"] = str(req.out / FIDELITY_FILE)
+    (req.out / "train_summary.json").write_text(json.dumps(result, indent=1, default=str))
+    return result
+
+
+def evaluate(req: TrainAllRequest, model_dir: Path, device: str) -> dict[str, Any]:
+    """``factory eval fidelity`` of the packed model on the held-out store."""
+    from pipelines.eval_fidelity import FidelityRequest, run_fidelity
+
+    assert req.eval_data is not None
+    fid = run_fidelity(
+        FidelityRequest(
+            data=req.eval_data,
+            model=model_dir,
+            episodes=req.eval_episodes,
+            stability_frames=req.stability_frames,
+            device=device,
+        )
+    )
+    (req.out / FIDELITY_FILE).write_text(json.dumps(fid, indent=1, default=str))
+    return fid
+
+
+def headlines(fid: dict[str, Any]) -> dict[str, Any]:
+    """The fidelity numbers worth a glance: the autoencoder's, PSNR/IoU per horizon,
+    the probe's errors and whether the long rollout stayed sane."""
+    out: dict[str, Any] = {k: fid[k] for k in ("ae_psnr", "ae_iou") if k in fid}
+    for h, row in fid.get("horizons", {}).items():
+        for key in ("psnr", "iou", "copy_psnr", "copy_iou", "block_err_px"):
+            if key in row:
+                out[f"h{h}_{key}"] = row[key]
+    stability = fid.get("stability") or {}
+    for key in ("nan", "t_fraction_ratio", "block_found_frac"):
+        if key in stability:
+            out[f"stability_{key}"] = stability[key]
+    return out
+
+
+def is_training_dir(path: Path) -> bool:
+    return (path / STATE_FILE).is_file()

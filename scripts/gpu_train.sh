@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Train a whole world model on a CUDA machine that has Python 3.12 and torch but no
+# package registry, in one call of at most about 9 minutes:
+#
+#   scripts/wheelhouse.sh .wheelhouse          # once, where the registry is reachable
+#   scripts/gpu_train.sh OUT [MINUTES]         # on the GPU machine, from the repo root
+#
+# 1. installs the wheelhouse (WHEELHOUSE, default .wheelhouse) with pip --no-index
+#    --target and uses it through PYTHONPATH;
+# 2. collects the model card's training store (500 play + 150 expert episodes) and
+#    held-out store (40 play + 20 expert, the card's seeds) with one env worker per core;
+# 3. runs `factory train all` for MINUTES (default 6) on DEVICE (default cuda), packs the
+#    model and evaluates it on the held-out store;
+# 4. writes into OUT: model/ (5 files), fidelity.json, train_summary.json, train.log.
+#
+# Sizes can be overridden for a quick run (the CPU test does): PLAY_EPISODES, PLAY_STEPS,
+# EXPERT_EPISODES, EXPERT_STEPS, HELD_PLAY, HELD_EXPERT, HELD_STEPS, RESOLUTION,
+# EVAL_EPISODES, STABILITY_FRAMES, WORKERS, PYTHON, WORK (scratch, default /tmp/factory-gpu).
+set -euo pipefail
+OUT=$(realpath -m "${1:?usage: scripts/gpu_train.sh OUT [MINUTES]}")
+MINUTES=${2:-6}
+REPO=$(cd "$(dirname "$0")/.." && pwd)
+WHEELHOUSE=$(realpath -m "${WHEELHOUSE:-$REPO/.wheelhouse}")
+WORK=$(realpath -m "${WORK:-/tmp/factory-gpu}")
+PY=${PYTHON:-python3}
+DEVICE=${DEVICE:-cuda}
+WORKERS=${WORKERS:-$(nproc)}
+PLAY_EPISODES=${PLAY_EPISODES:-500} PLAY_STEPS=${PLAY_STEPS:-200}
+EXPERT_EPISODES=${EXPERT_EPISODES:-150} EXPERT_STEPS=${EXPERT_STEPS:-300}
+HELD_PLAY=${HELD_PLAY:-40} HELD_EXPERT=${HELD_EXPERT:-20} HELD_STEPS=${HELD_STEPS:-200}
+RESOLUTION=${RESOLUTION:-96} EVAL_EPISODES=${EVAL_EPISODES:-16}
+STABILITY_FRAMES=${STABILITY_FRAMES:-9000}
+
+mkdir -p "$OUT/model" "$WORK"
+exec > >(tee "$OUT/train.log") 2>&1
+T0=$SECONDS
+stamp() { echo "[gpu_train $((SECONDS - T0)) s] $*"; }
+
+stamp "setup: $WHEELHOUSE -> $WORK/site"
+rm -rf "$WORK/site" "$WORK/train.zarr" "$WORK/heldout.zarr" "$WORK/run"
+"$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$WORK/site" \
+    "$WHEELHOUSE"/*.whl
+export PYTHONPATH="$REPO:$WORK/site${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONUNBUFFERED=1 SDL_VIDEODRIVER=dummy PYGAME_HIDE_SUPPORT_PROMPT=1
+factory() { "$PY" -m pipelines.cli "$@"; }
+collect() {  # collect GENERATOR EPISODES STEPS SEED STORE [--append]; 0 episodes: skip
+    [ "$2" -gt 0 ] || return 0
+    factory collect --env pusht --workers "$WORKERS" --resolution "$RESOLUTION" \
+        --generator "$1" --episodes "$2" --steps "$3" --seed "$4" --out "$5" "${@:6}"
+}
+"$PY" -c "import torch; print('torch', torch.__version__, 'cuda', torch.cuda.is_available())"
+
+stamp "collect with $WORKERS workers"
+collect play "$PLAY_EPISODES" "$PLAY_STEPS" 0 "$WORK/train.zarr"
+collect expert "$EXPERT_EPISODES" "$EXPERT_STEPS" 10000 "$WORK/train.zarr" --append
+collect play "$HELD_PLAY" "$HELD_STEPS" 100000 "$WORK/heldout.zarr"
+collect expert "$HELD_EXPERT" 300 200000 "$WORK/heldout.zarr" --append
+
+stamp "train all: $MINUTES min on $DEVICE"
+factory train all --data "$WORK/train.zarr" --out "$WORK/run" --minutes "$MINUTES" \
+    --device "$DEVICE" --eval "$WORK/heldout.zarr" --eval-episodes "$EVAL_EPISODES" \
+    --stability-frames "$STABILITY_FRAMES" --json > "$OUT/train_summary.json"
+cp "$WORK/run/model/"* "$OUT/model/"
+cp "$WORK/run/fidelity.json" "$OUT/fidelity.json"
+stamp "done: $OUT"

@@ -1,0 +1,115 @@
+"""The offline GPU recipe end to end on this CPU, at a 1-minute budget, in a clean virtual
+environment holding only torch, numpy, what the GPU machine already has (DESIGN §5; linked
+in from this environment) and the wheelhouse: no ray, no lerobot, nothing else from the
+project's lock."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+
+REPO = Path(__file__).resolve().parents[1]
+GPU_MACHINE_HAS = (
+    "torch",
+    "numpy",
+    "safetensors",
+    "typer",
+    "rich",
+    "opencv-python-headless",
+    "pyyaml",
+    "cloudpickle",
+    "packaging",
+    "typing-extensions",
+)
+QUICK = {  # a small store and a short evaluation: the budget is what is under test
+    "PLAY_EPISODES": "6",
+    "PLAY_STEPS": "60",
+    "EXPERT_EPISODES": "2",
+    "EXPERT_STEPS": "60",
+    "HELD_PLAY": "2",
+    "HELD_STEPS": "120",
+    "HELD_EXPERT": "0",
+    "EVAL_EPISODES": "2",
+    "STABILITY_FRAMES": "100",
+    "WORKERS": "2",
+    "DEVICE": "cpu",
+}
+
+
+def _closure(names: tuple[str, ...]) -> list[metadata.Distribution]:
+    """The installed distributions ``names`` need, transitively (no extras)."""
+    seen: dict[str, metadata.Distribution] = {}
+    todo = list(names)
+    while todo:
+        dist = metadata.distribution(todo.pop())
+        key = dist.metadata["Name"].lower().replace("_", "-")
+        if key in seen:
+            continue
+        seen[key] = dist
+        for req in map(Requirement, dist.requires or []):
+            if req.marker is None or req.marker.evaluate({"extra": ""}):
+                todo.append(req.name)
+    return list(seen.values())
+
+
+def _linked_site(names: tuple[str, ...], target: Path) -> Path:
+    """A folder of links to just ``names`` (and their needs) in this environment."""
+    target.mkdir()
+    for dist in _closure(names):
+        for top in {Path(str(f)).parts[0] for f in dist.files or []}:
+            src = Path(str(dist.locate_file(top)))
+            if src.exists() and not (target / top).exists() and not top.endswith(".pth"):
+                (target / top).symlink_to(src)
+    return target
+
+
+def _sh(args: list[str], **kw: object) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(args, capture_output=True, text=True, **kw)  # type: ignore[call-overload]
+    assert done.returncode == 0, f"{args}: {done.stdout[-3000:]}{done.stderr[-3000:]}"
+    return done
+
+
+@pytest.mark.slow
+def test_gpu_recipe_on_cpu_in_a_clean_venv(tmp_path: Path) -> None:
+    wheelhouse = REPO / ".wheelhouse"
+    if not any(wheelhouse.glob("*.whl")):
+        wheelhouse = tmp_path / "wheelhouse"
+        _sh([str(REPO / "scripts" / "wheelhouse.sh"), str(wheelhouse)])
+    size = sum(f.stat().st_size for f in wheelhouse.glob("*.whl"))
+    assert size < 40 * 2**20, size
+    venv = tmp_path / "venv"
+    _sh([sys.executable, "-m", "venv", str(venv)])  # with pip (ensurepip), for the recipe
+    python = venv / "bin" / "python"
+    site = _sh([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"])
+    linked = _linked_site(GPU_MACHINE_HAS, tmp_path / "gpu_machine_site")
+    (Path(site.stdout.strip()) / "gpu_machine.pth").write_text(f"{linked}\n")
+    blocked = subprocess.run([str(python), "-c", "import ray"], capture_output=True)
+    assert blocked.returncode != 0
+    out = tmp_path / "out"
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env.update(QUICK, PYTHON=str(python), WHEELHOUSE=str(wheelhouse), WORK=str(tmp_path / "w"))
+    _sh(["bash", str(REPO / "scripts" / "gpu_train.sh"), str(out), "1"], env=env, cwd=REPO)
+    summary = json.loads((out / "train_summary.json").read_text())
+    assert summary["device"] == "cpu" and summary["budget"]["minutes"] == 1
+    # the budget bounds the optimisation loops; each stage's set-up and held-out metrics
+    # come on top (about as long again at 1 minute on this CPU, small on a GPU)
+    assert sum(s["wall_s"] for s in summary["stages"].values()) < 3 * 60
+    assert {"ae_psnr", "h10_psnr"} <= set(summary["fidelity"])
+    assert "horizons" in json.loads((out / "fidelity.json").read_text())
+    assert sorted(f.name for f in (out / "model").iterdir()) == [
+        "autoencoder.safetensors",
+        "config.json",
+        "dynamics.safetensors",
+        "probe.safetensors",
+        "provenance.json",
+    ]
+    files = [f for f in out.rglob("*") if f.is_file()]
+    assert len(files) <= 8 and max(f.stat().st_size for f in files) < 16 * 2**20
+    assert "done" in (out / "train.log").read_text()
