@@ -22,6 +22,7 @@ import shutil
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +37,8 @@ BASE_FILES = (
 def factory(*args: str) -> dict[str, Any]:
     """Run one ``factory`` command; its ``--json`` output parsed."""
     exe = Path(sys.executable).with_name("factory")
-    out = subprocess.run([str(exe), *args], check=True, capture_output=True, text=True)
+    env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))
+    out = subprocess.run([str(exe), *args], check=True, capture_output=True, text=True, env=env)
     return json.loads(out.stdout)
 
 
@@ -122,37 +124,41 @@ def main() -> None:
     p.add_argument("--data", type=Path, default=Path("data/pusht_play.zarr"))
     p.add_argument("--heldout", type=Path, default=Path("data/pusht_heldout.zarr"))
     p.add_argument("--recipes", default="baseline,iws,unroll,motion,chunk")
-    p.add_argument("--cpu-minutes", type=float, default=20.0)
+    p.add_argument("--cpu-minutes", type=float, default=16.0)
     p.add_argument("--episodes", type=int, default=16)
     p.add_argument("--stability-frames", type=int, default=3000)
     p.add_argument(
         "--set",
         action="append",
-        default=["dynamics.task_dim=4"],
-        help="extra --set overrides for every recipe (default: the task head)",
+        default=["dynamics.task_dim=4", "train.threads=1"],
+        help="--set overrides for every recipe (default: the task head, 1 torch thread)",
     )
+    p.add_argument("--parallel", type=int, default=2, help="recipes at once (budgets are CPU time)")
     p.add_argument("--out", type=Path, default=None, help="also write the JSON here")
     args = p.parse_args()
-    rows = []
-    for recipe in args.recipes.split(","):
+
+    def one(recipe: str) -> dict[str, Any]:
         run = args.runs / recipe
         prepare(args.base, run)
         metrics = train(args, recipe, run)
         fid = evaluate(args, run)
-        rows.append(
-            {
-                "recipe": recipe,
-                "steps": metrics.get("step"),
-                "wall_s": metrics.get("elapsed_s"),
-                "cpu_s": metrics.get("cpu_s"),
-                "samples_per_s": metrics.get("samples_per_s"),
-                "val_mse": metrics.get("val_mse"),
-                "val_copy_mse": metrics.get("val_copy_mse"),
-                "command": metrics["command"],
-                **headline(fid),
-            }
+        keys = (
+            "step",
+            "elapsed_s",
+            "cpu_s",
+            "samples_per_s",
+            "val_mse",
+            "val_copy_mse",
+            "val_task_pos_err",
+            "val_task_angle_err_deg",
         )
-        print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+        row = {"recipe": recipe, **{k: metrics.get(k) for k in keys}}
+        row.update(command=metrics["command"], **headline(fid))
+        print(json.dumps(row), file=sys.stderr, flush=True)
+        return row
+
+    with ThreadPoolExecutor(max_workers=max(args.parallel, 1)) as pool:
+        rows = list(pool.map(one, args.recipes.split(",")))
     result = {
         "cpu_minutes": args.cpu_minutes,
         "episodes": args.episodes,

@@ -12,6 +12,7 @@ factory bench rollout --json
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Annotated
 
@@ -55,19 +56,27 @@ def train(
 
     if stage == "all":
         from pipelines.cli_train_all import train_all
+        from pipelines.train_all import TrainAllRequest
 
-        train_all(
-            data,
-            out,
-            minutes,
-            steps,
-            device,
-            resume,
-            json_out,
-            eval_data,
-            eval_episodes,
-            stability_frames,
+        if cpu_minutes is not None:
+            from factory.errors import FactoryError
+
+            raise FactoryError("--cpu-minutes goes with one stage; give `train all` --minutes")
+        all_req = TrainAllRequest(
+            data=data,
+            out=out,
+            minutes=minutes,
+            steps=steps,
+            device=device,
+            resume=resume,
+            eval_data=eval_data,
+            eval_episodes=eval_episodes,
+            stability_frames=stability_frames,
+            overrides=tuple(set_ or ()),
         )
+        if recipe is not None:
+            all_req = dataclasses.replace(all_req, recipe=recipe)
+        train_all(all_req, json_out)
         return
     if eval_data is not None:
         from factory.errors import FactoryError

@@ -3,8 +3,6 @@ display (stage, step, loss, time left) and the summary."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from factory.train.all_stages import AllProgress
 from pipelines.console import LazyBar, err_console, print_json
 from pipelines.train_all import (
@@ -23,32 +21,10 @@ def _clock(seconds: float | None) -> str:
     return f"  left {s // 60}:{s % 60:02d}"
 
 
-def train_all(
-    data: Path,
-    out: Path,
-    minutes: float | None,
-    steps: int | None,
-    device: str,
-    resume: bool,
-    json_out: bool,
-    eval_data: Path | None,
-    eval_episodes: int,
-    stability_frames: int,
-) -> None:
+def train_all(req: TrainAllRequest, json_out: bool) -> None:
     """Run ``factory train all`` and report it (JSON on stdout with ``json_out``)."""
-    req = TrainAllRequest(
-        data=data,
-        out=out,
-        minutes=minutes,
-        steps=steps,
-        device=device,
-        resume=resume,
-        eval_data=eval_data,
-        eval_episodes=eval_episodes,
-        stability_frames=stability_frames,
-    )
     budget, dev = validate(req)
-    shares = shares_for(req, has_task_state(data))
+    shares = shares_for(req, has_task_state(req.data))
     total = " + ".join(
         part
         for part in (
@@ -60,6 +36,7 @@ def train_all(
     err_console.print(
         f"train all on {dev}, {total}: "
         + ", ".join(f"{stage} {frac:.0%}" for stage, frac in shares.items())
+        + f"; dynamics recipe {req.recipe}"
         + " (latent cache, pack and eval run outside the shares)",
         highlight=False,
     )

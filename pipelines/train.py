@@ -31,7 +31,7 @@ from factory.train import (
 )
 from factory.train.data import load_episode_data
 from factory.train.dynamics import DYNAMICS_TRAIN, DynamicsTrainOptions
-from factory.train.recipes import apply_recipe
+from factory.train.recipes import DEFAULT_RECIPE, apply_recipe
 
 log = logging.getLogger(__name__)
 ProgressFn = Callable[[int, int | None, dict[str, float]], None]
@@ -81,8 +81,9 @@ def _stage_autoencoder(req: TrainRequest, data: EpisodeData, **kw: Any) -> dict[
 
 
 def _stage_dynamics(req: TrainRequest, data: EpisodeData, **kw: Any) -> dict[str, float]:
+    recipe = req.recipe if req.recipe is not None or req.resume else DEFAULT_RECIPE
     cfg, opts, tc = apply_recipe(
-        _config_for(req, data), DynamicsTrainOptions(), DYNAMICS_TRAIN, req.recipe, req.overrides
+        _config_for(req, data), DynamicsTrainOptions(), DYNAMICS_TRAIN, recipe, req.overrides
     )
     return train_dynamics(data, req.out, cfg, opts=opts, train_cfg=tc, **kw)
 

@@ -11,6 +11,7 @@ packed model ``OUT/model`` and, with ``--eval``, ``OUT/fidelity.json``.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ from typing import Any
 from factory.device import resolve_device
 from factory.errors import FactoryError
 from factory.model import read_config
+from factory.model.config import WorldModelConfig
 from factory.model.pack import pack_model
 from factory.store import EpisodeStore
 from factory.train.all_stages import (
@@ -32,7 +34,9 @@ from factory.train.all_stages import (
     run_all_stages,
 )
 from factory.train.data import load_episode_data
+from factory.train.dynamics import DYNAMICS_TRAIN, DynamicsTrainOptions
 from factory.train.loop import Budget
+from factory.train.recipes import DEFAULT_RECIPE, apply_recipe
 from pipelines.train import check_fits, default_config
 
 log = logging.getLogger(__name__)
@@ -55,6 +59,8 @@ class TrainAllRequest:
     eval_episodes: int = 16
     stability_frames: int = 9000
     config: AllStagesConfig = field(default_factory=AllStagesConfig)
+    recipe: str | None = DEFAULT_RECIPE
+    overrides: tuple[str, ...] = ()
 
 
 def _budget(req: TrainAllRequest) -> Budget:
@@ -85,6 +91,12 @@ def validate(req: TrainAllRequest) -> tuple[Budget, str]:
         _check_eval_store(req.eval_data)
     if req.eval_episodes <= 0 or req.stability_frames < 0:
         raise FactoryError("--eval-episodes must be positive and --stability-frames >= 0")
+    try:
+        apply_recipe(
+            WorldModelConfig(), DynamicsTrainOptions(), DYNAMICS_TRAIN, req.recipe, req.overrides
+        )
+    except ValueError as err:
+        raise FactoryError(str(err)) from err
     return budget, device
 
 
@@ -123,8 +135,12 @@ def run_train_all(req: TrainAllRequest, on_progress: AllProgressFn | None = None
         check_fits(config, data)
     else:
         config = default_config(data)
+    config, opts, _ = apply_recipe(
+        config, DynamicsTrainOptions(), DYNAMICS_TRAIN, req.recipe, req.overrides
+    )
+    stages_cfg = dataclasses.replace(req.config, dynamics_options=opts)
     result = run_all_stages(
-        data, req.out, config, budget, device, req.config, req.resume, on_progress
+        data, req.out, config, budget, device, stages_cfg, req.resume, on_progress
     )
     del data
     model_dir = req.out / MODEL_SUBDIR

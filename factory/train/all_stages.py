@@ -36,7 +36,12 @@ from factory.train.autoencoder import train_autoencoder
 from factory.train.batch_search import BatchSearch, search_batch
 from factory.train.data import EpisodeData
 from factory.train.decoder import finetune_decoder
-from factory.train.dynamics import cached_latents, train_dynamics
+from factory.train.dynamics import (
+    DYNAMICS_TRAIN,
+    DynamicsTrainOptions,
+    cached_latents,
+    train_dynamics,
+)
 from factory.train.loop import Budget, ProgressFn, TrainConfig
 from factory.train.probe import train_probe
 
@@ -49,7 +54,7 @@ TRAINED = ("autoencoder", "dynamics", "decoder", "probe")
 
 STAGE_TRAIN = {
     "autoencoder": TrainConfig(batch_size=32, lr=2e-3, warmup_steps=100),
-    "dynamics": TrainConfig(batch_size=16, lr=1e-3, warmup_steps=200),
+    "dynamics": DYNAMICS_TRAIN,
     "decoder": TrainConfig(batch_size=32, lr=2e-4, warmup_steps=50, schedule="constant"),
     "probe": TrainConfig(batch_size=64, lr=1e-3, warmup_steps=50),
 }
@@ -87,6 +92,7 @@ class AllStagesConfig:
     lr_scale_max: float = 2.0
     checkpoint_every_s: float | None = None
     log_every: int | None = None
+    dynamics_options: DynamicsTrainOptions = field(default_factory=DynamicsTrainOptions)
 
 
 @dataclass(frozen=True)
@@ -179,7 +185,12 @@ def _train_cfg(stage: str, cfg: AllStagesConfig, batch: int | None) -> TrainConf
 
 
 def _call(
-    stage: str, data: EpisodeData, config: WorldModelConfig, device: str, resume: bool
+    stage: str,
+    data: EpisodeData,
+    config: WorldModelConfig,
+    device: str,
+    resume: bool,
+    dynamics_options: DynamicsTrainOptions | None = None,
 ) -> Callable[[Path, TrainConfig | None, Budget, ProgressFn | None], dict[str, float]]:
     """The stage function bound to everything but directory, train config, budget and
     progress."""
@@ -188,6 +199,8 @@ def _call(
         kw: dict[str, Any] = dict(device=device, resume=resume, on_progress=p, train_cfg=tc)
         if stage == "decoder":
             return finetune_decoder(data, d, b, **kw)
+        if stage == "dynamics":
+            return train_dynamics(data, d, config, b, opts=dynamics_options, **kw)
         fn = {"autoencoder": train_autoencoder, "dynamics": train_dynamics, "probe": train_probe}
         return fn[stage](data, d, config, b, **kw)
 
@@ -246,7 +259,7 @@ def _measure_batch(run: _Run, stage: str, budget: Budget, rec: dict[str, Any]) -
     the measurement's time."""
     minutes = budget.minutes
     choice = search_batch(
-        _call(stage, run.data, run.config, run.device, resume=False),
+        _call(stage, run.data, run.config, run.device, False, run.cfg.dynamics_options),
         run.out_dir,
         stage,
         _train_cfg(stage, run.cfg, None) or STAGE_TRAIN[stage],
@@ -292,7 +305,7 @@ def _run_stage(run: _Run, stage: str) -> dict[str, Any]:
         rec.update(status="running", budget=dataclasses.asdict(budget))
         _write_state(run.out_dir, run.state)
         tc = _train_cfg(stage, run.cfg, rec.get("batch_size"))
-        call = _call(stage, run.data, run.config, run.device, resume)
+        call = _call(stage, run.data, run.config, run.device, resume, run.cfg.dynamics_options)
         metrics = call(run.out_dir, tc, budget, on_progress)
     return {
         "metrics": metrics,

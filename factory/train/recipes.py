@@ -55,6 +55,9 @@ RECIPES: dict[str, Recipe] = {
 }
 """Recipe name -> overrides. New recipes are one entry here."""
 
+DEFAULT_RECIPE = "baseline"
+"""The recipe ``factory train all`` and a fresh ``factory train dynamics`` use by default."""
+
 SECTIONS = ("dynamics", "consistency", "options", "train")
 
 
