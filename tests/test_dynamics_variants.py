@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from factories import assert_one_line_error
 from test_train import Recorder, synthetic_data, tc, tiny_config
 
 from factory.model import Dynamics, load_model_dir
@@ -141,3 +142,32 @@ def test_recipes_and_overrides_are_checked() -> None:
 
 def test_synthetic_data_has_task_state() -> None:
     assert synthetic_data(n_eps=2).task_state is not None
+
+
+def test_cpu_minute_budget_counts_process_time() -> None:
+    budget = Budget(cpu_minutes=1.0)
+    assert budget.progress(10_000, 3600.0, 30.0) == pytest.approx(0.5)
+    assert budget.done(0, 0.0, 60.0) and not budget.done(10**6, 1e6, 59.0)
+    with pytest.raises(ValueError):
+        Budget()
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--recipe", "nope"], "unknown recipe"),
+        (["--set", "dynamics.nope=1"], "unknown dynamics field"),
+        (["--set", "chunk=2"], "SECTION.FIELD=VALUE"),
+        (["--cpu-minutes", "0"], "must be positive"),
+    ],
+)
+def test_train_cli_refuses_bad_recipes(tmp_path: Path, args: list[str], needle: str) -> None:
+    from typer.testing import CliRunner
+
+    from pipelines.cli import app
+
+    cmd = ["train", "dynamics", "--data", str(tmp_path / "none.zarr"), "--out", str(tmp_path)]
+    if "--cpu-minutes" not in args:
+        cmd += ["--steps", "1"]
+    result = CliRunner().invoke(app, [*cmd, *args])
+    assert_one_line_error(result, needle)
