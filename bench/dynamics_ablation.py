@@ -123,7 +123,7 @@ def main() -> None:
     p.add_argument("--runs", type=Path, required=True)
     p.add_argument("--data", type=Path, default=Path("data/pusht_play.zarr"))
     p.add_argument("--heldout", type=Path, default=Path("data/pusht_heldout.zarr"))
-    p.add_argument("--recipes", default="baseline,iws,unroll,motion,chunk")
+    p.add_argument("--recipes", default="baseline,iws,iws_pixel_norm,unroll,motion,chunk")
     p.add_argument("--cpu-minutes", type=float, default=16.0)
     p.add_argument("--episodes", type=int, default=16)
     p.add_argument("--stability-frames", type=int, default=3000)

@@ -34,22 +34,27 @@ RECIPES: dict[str, Recipe] = {
     "baseline": Recipe("the first shipped recipe: improved consistency training + denoising"),
     "iws": Recipe(
         "IWS's stage-2 recipe: one jump from noise, MSE, context noise U(0.025, 0.2) / 0.07",
+        dynamics=_IWS,
+        options={"unroll_steps": 0},
+    ),
+    "iws_pixel_norm": Recipe(
+        "iws + IWS's per-pixel L2 re-normalisation (to the latents' mean pixel norm)",
         dynamics=dict(_IWS, renorm="pixel_norm"),
         options={"unroll_steps": 0},
     ),
     "unroll": Recipe(
         "iws + self-unrolled training: 4 chained predictions, back-propagated, from step 0",
-        dynamics=dict(_IWS, renorm="pixel_norm"),
+        dynamics=_IWS,
         options={"unroll_steps": 0, "grad_unroll": 4},
     ),
     "motion": Recipe(
         "iws + motion prior: a flow warps the last latent, plus a residual (identity at init)",
-        dynamics=dict(_IWS, renorm="pixel_norm", motion="flow"),
+        dynamics=dict(_IWS, motion="flow"),
         options={"unroll_steps": 0},
     ),
     "chunk": Recipe(
         "iws + 4 frames per network call (the next 4 latents from the 4 actions)",
-        dynamics=dict(_IWS, renorm="pixel_norm", chunk=4),
+        dynamics=dict(_IWS, chunk=4),
         options={"unroll_steps": 0},
     ),
 }
