@@ -125,3 +125,4 @@ def demo(
     for key in ("store", "lerobot", "preview"):
         err_console.print(f"  {key:8s} {summary[key]}")
     err_console.print(f"  summary  {summary['folder']}/summary.json")
+    err_console.print(f"The preview shows {summary['preview_shows']}", highlight=False)

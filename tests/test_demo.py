@@ -46,6 +46,9 @@ def test_demo_writes_store_export_and_preview(
     assert (strip < 80).all()  # every frame carries the dark text strip with its score
     saved = json.loads((tmp_path / "d" / "summary.json").read_text())
     assert saved == summary
+    note = summary["preview_shows"]
+    assert "of 2 episodes" in note and f"{summary['probe_successes']} of 2" in note
+    assert f"factory eval transfer {summary['store']}" in note
 
 
 def test_demo_refuses_a_non_empty_folder(model_dir: Path, tmp_path: Path) -> None:
