@@ -31,6 +31,7 @@ from factory.train import (
 )
 from factory.train.data import load_episode_data
 from factory.train.dynamics import DYNAMICS_TRAIN, DynamicsTrainOptions
+from factory.train.heads import train_heads
 from factory.train.recipes import DEFAULT_RECIPE, apply_recipe
 
 log = logging.getLogger(__name__)
@@ -96,11 +97,16 @@ def _stage_decoder(req: TrainRequest, data: EpisodeData, **kw: Any) -> dict[str,
     return finetune_decoder(data, req.out, **kw)
 
 
+def _stage_heads(req: TrainRequest, data: EpisodeData, **kw: Any) -> dict[str, float]:
+    return train_heads(data, req.out, **kw)
+
+
 STAGES: dict[str, Callable[..., dict[str, float]]] = {
     "autoencoder": _stage_autoencoder,
     "dynamics": _stage_dynamics,
     "probe": _stage_probe,
     "decoder": _stage_decoder,
+    "heads": _stage_heads,
 }
 """Stage name -> runner. Dynamics and decoder need the autoencoder (and dynamics) first."""
 
@@ -156,7 +162,7 @@ def run_train(req: TrainRequest, on_progress: ProgressFn | None = None) -> dict[
     device = resolve_device(req.device)
     if req.resume and not (req.out / "config.json").exists():
         raise FactoryError(f"--resume: {req.out} holds no model to resume; drop --resume")
-    data = load_episode_data(req.data, need_task_state=req.stage == "probe")
+    data = load_episode_data(req.data, need_task_state=req.stage in ("probe", "heads"))
     if (req.out / "config.json").exists():
         check_fits(read_config(req.out), data)
     try:

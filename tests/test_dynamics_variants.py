@@ -171,3 +171,24 @@ def test_train_cli_refuses_bad_recipes(tmp_path: Path, args: list[str], needle: 
         cmd += ["--steps", "1"]
     result = CliRunner().invoke(app, [*cmd, *args])
     assert_one_line_error(result, needle)
+
+
+def test_heads_stage_trains_only_the_heads(ae_dir: Path, data: EpisodeData, tmp_path: Path) -> None:
+    from factory.train.heads import train_heads
+
+    d = tmp_path / "heads"
+    shutil.copytree(ae_dir, d)
+    cfg, opts, _ = apply_recipe(
+        tiny_config(), DynamicsTrainOptions(), DYNAMICS_TRAIN, "iws", ("dynamics.task_dim=4",)
+    )
+    train_dynamics(data, d, cfg, Budget(steps=3), train_cfg=tc(), opts=opts)
+    before = load_model_dir(d).dynamics
+    assert before is not None
+    rec = Recorder()
+    metrics = train_heads(data, d, Budget(steps=40), on_progress=rec, train_cfg=tc(batch_size=32))
+    assert rec.fell(0.9), rec.losses
+    assert {"val_agent_err_px", "val_block_err_px", "val_angle_err_deg"} <= set(metrics)
+    after = load_model_dir(d).dynamics
+    assert after is not None
+    torch.testing.assert_close(after.net.stem.weight, before.net.stem.weight)
+    assert not torch.equal(after.task_head.heat.weight, before.task_head.heat.weight)  # type: ignore[union-attr]
