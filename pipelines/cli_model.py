@@ -25,7 +25,9 @@ from pipelines.console import LazyBar, err_console, print_json, user_errors
 @app.command()
 @user_errors
 def train(
-    stage: Annotated[str, typer.Argument(help="all | autoencoder | dynamics | decoder | probe")],
+    stage: Annotated[
+        str, typer.Argument(help="all | autoencoder | dynamics | heads | decoder | probe")
+    ],
     data: Annotated[Path, typer.Option("--data", help="Episode store to train on.")],
     out: Annotated[Path, typer.Option("--out", help="Model directory (all parts live here).")],
     minutes: Annotated[float | None, typer.Option(help="Budget in minutes (total).")] = None,
