@@ -185,6 +185,13 @@ def unroll_context(
     return window
 
 
+def state_loss(dyn: Dynamics, z: Tensor, state: Tensor, gen: torch.Generator) -> Tensor:
+    """The state head's MSE on real latents z (B, C, h, w), noised by 0.05 as predicted
+    latents are imperfect; ``state`` (B, S) normalised."""
+    z_noisy = z + 0.05 * torch.randn(z.shape, generator=gen, device=z.device)
+    return (dyn.state_head(z_noisy) - state).pow(2).mean()
+
+
 def x0_loss(
     dyn: Dynamics,
     z: Tensor,
@@ -210,9 +217,7 @@ def x0_loss(
         window = torch.cat([window, dyn.settle(pred)], dim=1)[:, -k:]
         pos += f
     loss = torch.stack(losses).mean()
-    z_next = z[:, k]
-    z_state = z_next + 0.05 * torch.randn(z_next.shape, generator=gen, device=z.device)
-    loss_state = (dyn.state_head(z_state) - s[:, k]).pow(2).mean()
+    loss_state = state_loss(dyn, z[:, k], s[:, k], gen)
     return {
         "x0": loss.detach(),
         "x0_last": losses[-1].detach(),
@@ -235,7 +240,7 @@ def dynamics_loss(
     gen = state.generator
     window = unroll_context(dyn, z, a, unroll, gen) if unroll else z[:, :k]
     z_next = z[:, k + unroll]
-    level = torch.rand(z.shape[0], generator=gen, device=z.device) * dyn.cfg.ctx_noise_max
+    level = dyn.train_levels(z.shape[0], gen, z.device)
     noisy = dyn.noisy_context(window, level, gen)
     cond = dyn.make_cond(noisy, level, a[:, unroll : unroll + k])
     x0 = dyn.target_from(z_next, dyn.delta_base(window, noisy))
@@ -259,8 +264,7 @@ def dynamics_loss(
         den = cm.pseudo_huber(ct.predicted, x0, huber_c).mean()
         loss = loss + ccfg.denoise_weight * den
         out["denoise"] = den.detach()
-    z_state = z_next + 0.05 * torch.randn(z_next.shape, generator=gen, device=z.device)
-    loss_state = (dyn.state_head(z_state) - s[:, k + unroll]).pow(2).mean()
+    loss_state = state_loss(dyn, z_next, s[:, k + unroll], gen)
     out["state"] = loss_state.detach()
     out["loss"] = loss + opts.state_weight * loss_state
     return out
