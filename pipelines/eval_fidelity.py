@@ -31,7 +31,7 @@ from factory.eval.fidelity import (
 )
 from factory.eval.permanence import PermanenceConfig, permanence_metrics
 from factory.eval.stability import stability_run
-from factory.eval.task_state import probe_real_summary
+from factory.eval.task_state import probe_real_summary, reader_name
 from factory.model.files import load_model
 from factory.store import EpisodeStore
 
@@ -86,7 +86,7 @@ def run_fidelity(req: FidelityRequest, on_progress: Progress | None = None) -> d
     result["horizons"] = horizon_metrics(model, rs, generated)
     if probe is not None:
         result["probe"] = probe
-        result["probe_real"] = probe_real_summary(probe)
+        result["probe_real"] = probe_real_summary(probe, reader_name(model))
     if permanence is not None:
         result["permanence"] = permanence
     if req.video is not None:

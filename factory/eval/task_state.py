@@ -1,10 +1,8 @@
 """The one place evaluation reads the task state (PushT: the block pose) from the model.
 
-Today the block pose comes from the state probe, applied to decoded frames. If the dynamics
-gains a block-pose state head, :func:`generated_block_pose` is the only function to change:
-it receives the whole :class:`StepOutput` (frames and latents), so it can prefer a head's
-reading over the probe's. Real frames have no latents, so :func:`real_block_pose` keeps
-reading them with the probe.
+A model whose dynamics has a task head (``dynamics.task_dim`` > 0) reads the block pose off
+latents: a rollout step's own reading (``StepOutput.task_state``), and real frames through
+the encoder (:meth:`WorldModel.probe_frames`). Otherwise the image probe reads frames.
 """
 
 from __future__ import annotations
@@ -30,12 +28,18 @@ def generated_block_pose(model: WorldModel, out: StepOutput) -> np.ndarray:
     return real_block_pose(model, out.frames)
 
 
-def probe_real_summary(probe: dict[str, Any]) -> dict[str, Any]:
+def reader_name(model: WorldModel) -> str:
+    """Which part reads the task state: ``task_head`` or ``probe``."""
+    dyn = model.dynamics
+    return "task_head" if dyn is not None and dyn.task_head is not None else "probe"
+
+
+def probe_real_summary(probe: dict[str, Any], reader: str = "probe") -> dict[str, Any]:
     """The quotable block of the probe's errors on real frames (``probe_real`` in the
     fidelity JSON) from :func:`factory.eval.fidelity.probe_metrics`' dict: block position
     and agent position error in board px (mean and p95), angle error in degrees (mean)."""
     return {
-        "reader": "probe",
+        "reader": reader,
         "frames": probe["frames"],
         "block_px": probe["block_err_px"],
         "block_px_p95": probe["block_err_px_p95"],
