@@ -135,8 +135,12 @@ def run_train_all(req: TrainAllRequest, on_progress: AllProgressFn | None = None
         check_fits(config, data)
     else:
         config = default_config(data)
+    overrides = req.overrides
+    if data.task_state is not None and not any("task_dim" in o for o in overrides):
+        # the dynamics reads the task state too (a task head), when the data has it
+        overrides = (f"dynamics.task_dim={data.task_state.shape[1] + 1}", *overrides)
     config, opts, _ = apply_recipe(
-        config, DynamicsTrainOptions(), DYNAMICS_TRAIN, req.recipe, req.overrides
+        config, DynamicsTrainOptions(), DYNAMICS_TRAIN, req.recipe, overrides
     )
     stages_cfg = dataclasses.replace(req.config, dynamics_options=opts)
     result = run_all_stages(

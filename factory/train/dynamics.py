@@ -62,6 +62,7 @@ class DynamicsTrainOptions:
     pad_prob: float = 0.05
     state_weight: float = 0.1
     grad_unroll: int = 1
+    grad_unroll_start: float = 0.0
     task_weight: float = 1.0
 
     def __post_init__(self) -> None:
@@ -202,14 +203,16 @@ def x0_loss(
     opts: DynamicsTrainOptions,
 ) -> dict[str, Tensor]:
     """The ``x0`` objective: MSE of the next ``chunk`` latents (in target-scale units),
-    over ``opts.grad_unroll`` chained predictions, back-propagated through the chain, after
-    ``unroll`` no-grad chunks on the model's own predictions. z: (B, L, C, h, w)."""
+    over ``opts.grad_unroll`` chained predictions (one before ``opts.grad_unroll_start`` of
+    the budget), back-propagated through the chain, after ``unroll`` no-grad chunks on the
+    model's own predictions. z: (B, L, C, h, w)."""
     k, f = dyn.cfg.context, dyn.cfg.chunk
     gen = state.generator
     window = unroll_context(dyn, z, a, unroll, gen) if unroll else z[:, :k]
     pos, losses = unroll * f, []
     scale = dyn.target_scale[None, None, :, None, None]
-    for _ in range(opts.grad_unroll):
+    chain = opts.grad_unroll if state.progress >= opts.grad_unroll_start else 1
+    for _ in range(chain):
         level = dyn.train_levels(z.shape[0], gen, z.device)
         noisy = dyn.noisy_context(window, level, gen)
         pred = dyn.predict_x0(window, noisy, level, a[:, pos : pos + k + f - 1], gen)
