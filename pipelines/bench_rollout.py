@@ -92,8 +92,10 @@ def run_rollout_bench(req: RolloutBenchRequest, on_progress: Progress | None = N
         raise FactoryError(f"--steps must be positive, got {req.steps}")
     device = resolve_device(req.device)
     model, model_id = load_model(req.model, device)
-    if model.probe is None:
-        raise FactoryError(f"{model_id} has no probe part; the rollout bench times one with it")
+    if not model.has_task_reader:
+        raise FactoryError(
+            f"{model_id} has no probe part and no task head; the rollout bench times one"
+        )
     result: dict[str, Any] = {
         "model": model_id,
         "device": _device_name(model.device),

@@ -34,7 +34,8 @@ from recorders.generators import GENERATORS
 
 log = logging.getLogger(__name__)
 
-NEEDED_PARTS = ("autoencoder", "dynamics", "probe")
+NEEDED_PARTS = ("autoencoder", "dynamics")
+"""Parts every generation needs; the task state also needs a probe or a task head."""
 
 
 @dataclass(frozen=True)
@@ -172,6 +173,8 @@ def prepare_generate(cfg: GenerateConfig) -> GeneratePlan:
     model_dir = model_dir_or_default(cfg.model)
     mcfg = read_config(model_dir)
     missing = [p for p in NEEDED_PARTS if p not in mcfg.parts]
+    if "probe" not in mcfg.parts and mcfg.dynamics.task_dim == 0:
+        missing.append("probe (or a dynamics task head)")
     if missing:
         raise FactoryError(f"model {model_dir} lacks part(s) {', '.join(missing)}; train them")
     resolution = mcfg.image_shape[0]

@@ -115,9 +115,19 @@ def _check_eval_store(path: Path) -> None:
         )
 
 
+def uses_task_head(req: TrainAllRequest, has_task_state: bool) -> bool:
+    """Whether the dynamics gets a task head: when the data has the task state, unless
+    ``--set dynamics.task_dim=0`` says otherwise."""
+    told = [o for o in req.overrides if o.replace(" ", "").startswith("dynamics.task_dim=")]
+    if told:
+        return told[-1].replace(" ", "") != "dynamics.task_dim=0"
+    return has_task_state
+
+
 def shares_for(req: TrainAllRequest, has_task_state: bool) -> dict[str, float]:
     """Stage -> fraction of the budget, as the run will use them (printed at start)."""
-    return budget_table(plan_stages(has_task_state), req.config.shares)
+    stages = plan_stages(has_task_state, uses_task_head(req, has_task_state))
+    return budget_table(stages, req.config.shares)
 
 
 def has_task_state(path: Path) -> bool:
@@ -136,7 +146,7 @@ def run_train_all(req: TrainAllRequest, on_progress: AllProgressFn | None = None
     else:
         config = default_config(data)
     overrides = req.overrides
-    if data.task_state is not None and not any("task_dim" in o for o in overrides):
+    if data.task_state is not None and not any("dynamics.task_dim" in o for o in overrides):
         # the dynamics reads the task state too (a task head), when the data has it
         overrides = (f"dynamics.task_dim={data.task_state.shape[1] + 1}", *overrides)
     config, opts, _ = apply_recipe(

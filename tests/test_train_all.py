@@ -54,17 +54,19 @@ def trained(store: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path
 def test_summary_and_outputs(trained: tuple[Path, dict[str, Any]]) -> None:
     out, summary = trained
     assert summary["device"] == "cpu" and summary["model"] == str(out / "model")
-    assert list(summary["stages"]) == ["autoencoder", "latents", "dynamics", "decoder", "probe"]
+    # the store has the task state: the dynamics reads it (task head), so no image probe
+    assert list(summary["stages"]) == ["autoencoder", "latents", "dynamics", "heads", "decoder"]
     for stage, rec in summary["stages"].items():
         assert rec["wall_s"] > 0 and rec["samples_per_s"] > 0, stage
     steps = {s: r["steps"] for s, r in summary["stages"].items() if s != "latents"}
-    assert steps == {"autoencoder": 1, "dynamics": 3, "decoder": 1, "probe": 1}
+    assert steps == {"autoencoder": 1, "dynamics": 3, "heads": 1, "decoder": 1}
     assert sum(summary["shares"].values()) == pytest.approx(1.0)
     fid = json.loads((out / "fidelity.json").read_text())
     assert summary["fidelity"]["ae_psnr"] == fid["ae_psnr"]
     assert "h10_psnr" in summary["fidelity"] and "stability_nan" in summary["fidelity"]
     model = load_model_dir(out / "model")
-    assert model.probe is not None and model.dynamics is not None
+    assert model.dynamics is not None and model.dynamics.task_head is not None
+    assert model.has_task_reader and model.dynamics.cfg.objective == "x0"
     assert not list((out / "model").glob("*.optim.*"))
 
 
@@ -123,8 +125,9 @@ def test_resume_continues_the_running_stage(store: Path, tmp_path: Path) -> None
         data, out, tiny_config(), Budget(steps=20), "cpu", cfg, resume=True, on_progress=seen.append
     )
     dyn_steps = [p.step for p in seen if p.stage == "dynamics"]
-    assert {p.stage for p in seen} == {"dynamics", "decoder", "probe"}
-    assert dyn_steps[0] == 3 and dyn_steps[-1] == summary["stages"]["dynamics"]["steps"] == 12
+    assert {p.stage for p in seen} == {"dynamics", "heads", "decoder", "probe"}
+    # the dynamics share: 20 steps x 0.58 / 1.06 (every stage's share) = 11
+    assert dyn_steps[0] == 3 and dyn_steps[-1] == summary["stages"]["dynamics"]["steps"] == 11
     _ok(["train", "all", "--data", str(store), "--out", str(out), "--resume", "--device", "cpu"])
     assert (out / "model" / "dynamics.safetensors").is_file()
 

@@ -37,8 +37,10 @@ class ModelWorld:
         seed: int = 0,
         model_id: str = "",
     ) -> None:
-        if model.probe is None:
-            raise FactoryError("the model has no probe part, so it cannot score episodes")
+        if not model.has_task_reader:
+            raise FactoryError(
+                "the model has no probe part and no task head, so it cannot score episodes"
+            )
         height = model.config.image_shape[0]
         self.renderer = renderer or make_world(world, batch_size=batch_size, resolution=height)
         base = self.renderer.spec
@@ -49,6 +51,9 @@ class ModelWorld:
         self.model_id = model_id
         self._seed = seed
         self._score = scorer_for(world)
+        dyn = model.dynamics
+        self.task_reader = "task_head" if dyn is not None and dyn.task_head else "probe"
+        """Which part reads the task state: ``task_head`` or ``probe``."""
         self._low = np.asarray(base.action_low, np.float32)
         self._high = np.asarray(base.action_high, np.float32)
 

@@ -80,7 +80,7 @@ class _Slot:
             task=world.spec.task,
             world=world.spec.name,
             extra={
-                "task_state": "probe",
+                "task_state": getattr(world, "task_reader", "probe"),
                 "initial": self.init.kind,
                 **self.init.extra,
                 **self.job.extra,

@@ -1,5 +1,6 @@
-"""Every training stage in order, on one budget: autoencoder, latent cache, dynamics,
-decoder fine-tune, probe.
+"""Every training stage in order, on one budget: autoencoder, latent cache, dynamics, the
+dynamics' read-out heads, decoder fine-tune, and the image probe when the dynamics has no
+task head to read the task state.
 
 Each trainable stage gets ``share / sum(shares of the stages left)`` of the budget still
 left when it starts, so set-up, the latent cache and batch measurements eat into the
@@ -42,6 +43,7 @@ from factory.train.dynamics import (
     cached_latents,
     train_dynamics,
 )
+from factory.train.heads import HEADS_TRAIN, train_heads
 from factory.train.loop import Budget, ProgressFn, TrainConfig
 from factory.train.probe import train_probe
 
@@ -49,14 +51,15 @@ log = logging.getLogger(__name__)
 
 STATE_FILE = "train_all.json"
 STATE_FORMAT = "demofactory.train_all"
-STAGES = ("autoencoder", "latents", "dynamics", "decoder", "probe")
-TRAINED = ("autoencoder", "dynamics", "decoder", "probe")
+STAGES = ("autoencoder", "latents", "dynamics", "heads", "decoder", "probe")
+TRAINED = ("autoencoder", "dynamics", "heads", "decoder", "probe")
 
 STAGE_TRAIN = {
     "autoencoder": TrainConfig(batch_size=32, lr=2e-3, warmup_steps=100),
     "dynamics": DYNAMICS_TRAIN,
     "decoder": TrainConfig(batch_size=32, lr=2e-4, warmup_steps=50, schedule="constant"),
     "probe": TrainConfig(batch_size=64, lr=1e-3, warmup_steps=50),
+    "heads": HEADS_TRAIN,
 }
 """Each stage's own default optimiser settings (mirrored from the stage functions), the
 base that a measured batch size and a checkpoint interval are applied to. Without those
@@ -69,6 +72,7 @@ class StageShares:
 
     autoencoder: float = 0.22
     dynamics: float = 0.58
+    heads: float = 0.06
     decoder: float = 0.08
     probe: float = 0.12
 
@@ -111,9 +115,10 @@ class AllProgress:
 AllProgressFn = Callable[[AllProgress], None]
 
 
-def plan_stages(has_task_state: bool) -> tuple[str, ...]:
-    """The stages to run: the probe needs the task state (gt_state) in the data."""
-    return tuple(s for s in STAGES if s != "probe" or has_task_state)
+def plan_stages(has_task_state: bool, task_head: bool = False) -> tuple[str, ...]:
+    """The stages to run: the image probe needs the task state (gt_state) in the data, and
+    is skipped when the dynamics' task head reads it."""
+    return tuple(s for s in STAGES if s != "probe" or (has_task_state and not task_head))
 
 
 def stage_budget(
@@ -199,6 +204,8 @@ def _call(
         kw: dict[str, Any] = dict(device=device, resume=resume, on_progress=p, train_cfg=tc)
         if stage == "decoder":
             return finetune_decoder(data, d, b, **kw)
+        if stage == "heads":
+            return train_heads(data, d, b, **kw)
         if stage == "dynamics":
             return train_dynamics(data, d, config, b, opts=dynamics_options, **kw)
         fn = {"autoencoder": train_autoencoder, "dynamics": train_dynamics, "probe": train_probe}
@@ -336,7 +343,7 @@ def run_all_stages(
     cfg = cfg or AllStagesConfig()
     out_dir.mkdir(parents=True, exist_ok=True)
     state = read_state(out_dir) if resume else _new_state(data, total, device, cfg)
-    stages = plan_stages(data.task_state is not None)
+    stages = plan_stages(data.task_state is not None, config.dynamics.task_dim > 0)
     if is_cuda(device):
         data = dataclasses.replace(data, frames=hold_frames(data.frames, device, cfg.accel))
     run = _Run(data, out_dir, config, cfg, total, device, state, stages, on_progress)
