@@ -162,11 +162,6 @@ def connect(address: str | None) -> bool:
     if os.environ.get("RAY_ENABLE_UV_RUN_RUNTIME_ENV") == "0":
         # Ray read the flag when it was first imported, perhaps before this module set it.
         ray_constants.RAY_ENABLE_UV_RUN_RUNTIME_ENV = False
-    if address is None:
-        # A local cluster gets token authentication by default anyway; asking for it
-        # explicitly keeps it and drops Ray's warning about the default, which the user
-        # cannot act on. RAY_AUTH_MODE set by the user wins.
-        os.environ.setdefault("RAY_AUTH_MODE", "token")
     kwargs: dict[str, Any] = {"include_dashboard": False, "logging_level": logging.WARNING}
     if address is None:
         prepare_local_start()  # token auth stays on; the token file owner-only
