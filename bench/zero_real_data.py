@@ -45,7 +45,13 @@ Defaults, sized to fit under 4 h on the 2-core CPU (DESIGN §5's measured costs)
   (batch 16, about 150 frames/s: at most about 15 min).
 - Evaluation: 50 episodes of at most 300 steps per checkpoint and world, batch 10: 24 runs
   of about 30 s start-up plus 0.5 (pusht) to 2 (model) min: about 40 min.
-- Total: about 3 h; ``wall_s`` in the JSON says what it took.
+- Total: about 3 h on a quiet machine; ``wall_s`` in the JSON says what it took. Under
+  CPU contention the in-model evaluation slows far more than the ground truth's (torch
+  threads fighting for the cores): run it alone.
+
+``factory generate`` runs with ``RAY_AUTH_MODE=token`` in its environment (Ray's own
+default for a local cluster, token auth on): without it, on Ray 2.60 here, its driver
+sent no token to the cluster it had just started and failed (``InvalidAuthToken``).
 """
 
 from __future__ import annotations
@@ -53,6 +59,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import shlex
 import shutil
 import sys
@@ -61,7 +68,17 @@ from pathlib import Path
 from typing import Any
 
 import zero_real_report as report
-from zero_real_run import BIN, Plan, Run, StageError, checkpoints, datasets, score_rows, usable
+from zero_real_run import (
+    BIN,
+    LEROBOT_ENV,
+    Plan,
+    Run,
+    StageError,
+    checkpoints,
+    datasets,
+    score_rows,
+    usable,
+)
 
 from factory.store import EpisodeStore, merge_stores
 
@@ -107,7 +124,9 @@ TINY: dict[str, Any] = dict(
 
 
 # ---------------------------------------------------------------- demonstrations
-def _rounds(run: Run, stage: str, store: Path, only_success: bool, base: list[str]) -> dict:
+def _rounds(
+    run: Run, stage: str, store: Path, only_success: bool, base: list[str], env: dict[str, str]
+) -> dict:
     """Rounds of N fresh seeds until N usable episodes or ``max_rounds`` rounds."""
     p, st = run.plan, run.stage(stage)
     while len(usable(store, only_success)) < p.n and st.get("rounds_done", 0) < p.max_rounds:
@@ -126,7 +145,7 @@ def _rounds(run: Run, stage: str, store: Path, only_success: bool, base: list[st
             "--json",
             *(["--append"] if store.exists() else []),
         ]
-        run.cmd(stage, "factory", args)
+        run.cmd(stage, "factory", args, env=env)
         st["rounds_done"] = r + 1
         run.save()
     got = usable(store, only_success)
@@ -142,7 +161,7 @@ def _rounds(run: Run, stage: str, store: Path, only_success: bool, base: list[st
 
 def stage_r(run: Run) -> dict:
     base = ["collect", "--env", "pusht", "--generator", "expert"]
-    return _rounds(run, "R", run.plan.path("stores", "R.zarr"), True, base)
+    return _rounds(run, "R", run.plan.path("stores", "R.zarr"), True, base, {})
 
 
 def stage_g(run: Run) -> dict:
@@ -162,7 +181,11 @@ def stage_g(run: Run) -> dict:
     ]
     if p.g_all:
         run.note("G keeps failed generated episodes (--g-all): a plumbing check, not a result")
-    return _rounds(run, "G", p.path("stores", "G.zarr"), not p.g_all, base)
+    # Ray's token auth, asked for before Ray is imported: `factory generate` sets
+    # RAY_AUTH_MODE=token only after importing Ray, and then its driver sends no token to
+    # the GCS it started (InvalidAuthToken, "RAY_AUTH_MODE is currently 'disabled'").
+    env = {"RAY_AUTH_MODE": os.environ.get("RAY_AUTH_MODE", "token")}
+    return _rounds(run, "G", p.path("stores", "G.zarr"), not p.g_all, base, env)
 
 
 def stage_m(run: Run) -> dict:
@@ -223,9 +246,8 @@ def stage_train(run: Run) -> None:
             continue
         last = run_dir / "checkpoints" / "last" / "pretrained_model" / "train_config.json"
         if last.is_file():
-            run.cmd(
-                "train", "lerobot-train", [f"--config_path={last}", "--resume=true"], lerobot=True
-            )
+            resume = [f"--config_path={last}", "--resume=true"]
+            run.cmd("train", "lerobot-train", resume, env=LEROBOT_ENV)
             continue
         if run_dir.exists():
             shutil.rmtree(run_dir)  # started, no checkpoint yet
@@ -245,7 +267,7 @@ def stage_train(run: Run) -> None:
             "--wandb.enable=false",
             f"--output_dir={run_dir}",
         ]
-        run.cmd("train", "lerobot-train", args, lerobot=True)
+        run.cmd("train", "lerobot-train", args, env=LEROBOT_ENV)
 
 
 def eval_args(p: Plan, policy: Path, world: str, out: Path) -> list[str]:
@@ -280,7 +302,7 @@ def stage_eval(run: Run) -> None:
                     continue
                 if out.exists():
                     shutil.rmtree(out)
-                run.cmd("eval", "lerobot-eval", eval_args(p, policy, world, out), lerobot=True)
+                run.cmd("eval", "lerobot-eval", eval_args(p, policy, world, out), env=LEROBOT_ENV)
 
 
 # ---------------------------------------------------------------- command line

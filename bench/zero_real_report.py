@@ -96,7 +96,9 @@ def build(rows: list[dict[str, Any]], state: dict[str, Any]) -> dict[str, Any]:
         "scores": rows,
         "demos": {k: state["stages"].get(k, {}).get("info") for k in DATASETS},
         "config": state["config"],
-        "commands": [c["cmd"] for c in state["commands"]],
+        "commands": [
+            c["cmd"] + (f"  # exit {c['rc']}" if c["rc"] else "") for c in state["commands"]
+        ],
         "wall_s": {**wall, "total": total},
         "targets": targets(real, agree, total),
         "notes": state.get("notes", []),
@@ -122,7 +124,7 @@ def _panel(
         draw.text((left - 30, y - 6), f"{k / 5:.1f}", fill=(0, 0, 0), font=font)
         x = left + (right - left) * k / 5
         draw.line((x, bottom, x, bottom + 4), fill=(0, 0, 0))
-        label = f"{xmax * k / 5:.0f}" if xmax > 1 else f"{k / 5:.1f}"
+        label = f"{xmax * k / 5:.4g}"
         draw.text((x - 10, bottom + 8), label, fill=(0, 0, 0), font=font)
 
     def to_px(x: float, y: float) -> tuple[float, float]:

@@ -107,9 +107,12 @@ class Run:
             st["info"] = info
         self.save()
 
-    def cmd(self, stage: str, exe: str, args: list[str], *, lerobot: bool = False) -> Any:
-        """Run one command (its log in WORK/logs); a factory ``--json`` stdout is parsed."""
-        env_extra = LEROBOT_ENV if lerobot else {}
+    def cmd(
+        self, stage: str, exe: str, args: list[str], *, env: dict[str, str] | None = None
+    ) -> Any:
+        """Run one command (its log in WORK/logs) with ``env`` added to this process's
+        environment; a factory ``--json`` stdout is parsed."""
+        env_extra = env or {}
         argv = [str(BIN / exe), *args]
         shown = " ".join(f"{k}={v}" for k, v in env_extra.items())
         shown = f"{shown} {shlex.join([_rel(argv[0]), *args])}".strip()
