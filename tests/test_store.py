@@ -194,6 +194,21 @@ def test_merge_stores(tmp_path: Path, filled: Path) -> None:
         assert merged.attrs["merged_from"] == [str(filled), str(other)]
 
 
+def test_merge_stores_selected_episodes(tmp_path: Path, filled: Path) -> None:
+    other = tmp_path / "other"
+    with new_store(other) as st:
+        for seed in (100, 101):
+            st.append_episode(make_episode(seed, 4), make_meta(seed))
+    merged = merge_stores([filled, other], tmp_path / "m", episodes=[[2, 0], None])
+    with merged:
+        assert [m.seed for m in merged.all_meta()] == [2, 0, 100, 101]
+        np.testing.assert_array_equal(
+            merged.episode(0)["image"], make_episode(2, LENGTHS[2])["image"]
+        )
+    with pytest.raises(StoreError, match="2 sources"):
+        merge_stores([filled, other], tmp_path / "m2", episodes=[[0]])
+
+
 def test_merge_refuses_different_schema(tmp_path: Path, filled: Path) -> None:
     odd = tmp_path / "odd"
     EpisodeStore.create(odd, make_schema(8, 8), fps=10.0, action_meaning="x").close()

@@ -33,15 +33,20 @@ def merge_stores(
     out: str | Path,
     *,
     attrs: Mapping[str, Any] | None = None,
+    episodes: Sequence[Sequence[int] | None] | None = None,
 ) -> EpisodeStore:
     """Copy every episode of ``sources`` (in order, with its meta) into a new store ``out``.
 
-    All sources must share schema, fps and action meaning (:class:`SchemaMismatchError`
-    otherwise). ``out`` gets the first source's chunking, compression and free attrs,
-    updated with ``attrs`` and a ``merged_from`` list. Returns ``out`` opened read-only.
+    ``episodes``, one entry per source, takes only those episode indices of that source
+    (in the order given; ``None``: all of it). All sources must share schema, fps and
+    action meaning (:class:`SchemaMismatchError` otherwise). ``out`` gets the first
+    source's chunking, compression and free attrs, updated with ``attrs`` and a
+    ``merged_from`` list. Returns ``out`` opened read-only.
     """
     if not sources:
         raise StoreError("merge needs at least one source store")
+    if episodes is not None and len(episodes) != len(sources):
+        raise StoreError(f"merge got {len(episodes)} episode selections for {len(sources)} sources")
     out = Path(out)
     resolved = {Path(s).resolve() for s in sources}
     if out.resolve() in resolved:
@@ -62,10 +67,13 @@ def merge_stores(
             chunk_frames=first.chunk_frames,
             compression=first.compression,
         ) as dst:
-            for src in opened:
-                for ep in src:
+            for k, src in enumerate(opened):
+                pick = episodes[k] if episodes is not None else None
+                chosen = range(src.n_episodes) if pick is None else pick
+                for i in chosen:
+                    ep = src.episode(i)
                     dst.append_episode(ep.to_dict(), ep.meta)
-                logger.info("merged %d episodes from %s", src.n_episodes, src.path)
+                logger.info("merged %d episodes from %s", len(chosen), src.path)
     finally:
         for s in opened:
             s.close()

@@ -1,0 +1,194 @@
+"""The machinery of ``bench/zero_real_data.py``: its plan, its ``state.json`` and command
+log, and readers of the stores and lerobot runs it makes."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shlex
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import zero_real_report as report
+
+from factory.store import EpisodeStore
+
+log = logging.getLogger("zero_real_data")
+BIN = Path(sys.executable).parent
+LEROBOT_ENV = {"HF_HUB_OFFLINE": "1", "WANDB_MODE": "disabled"}
+
+
+class StageError(RuntimeError):
+    """A command failed; the message names its log."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    work: str
+    n: int
+    steps: int
+    lengths: int
+    batch: int
+    episodes: int
+    eval_batch: int
+    episode_length: int
+    num_workers: int
+    policy: str
+    eval_seed: int
+    demo_seed: int
+    demo_steps: int
+    max_rounds: int
+    gen_batch: int
+    train_seed: int
+    device: str
+    model: str | None
+    g_all: bool
+
+    def path(self, *parts: str) -> Path:
+        return Path(self.work, *parts)
+
+    def config(self) -> dict[str, Any]:
+        cfg = asdict(self)
+        cfg.pop("work")
+        cfg["save_freq"] = self.steps // self.lengths
+        cfg["eval_seeds"] = [self.eval_seed, self.eval_seed + self.episodes - 1]
+        return cfg
+
+
+class Run:
+    """``WORK/state.json``: config, stages (done, wall_s, info), commands, notes."""
+
+    def __init__(self, plan: Plan) -> None:
+        self.plan = plan
+        self.file = plan.path("state.json")
+        if self.file.is_file():
+            self.state = json.loads(self.file.read_text())
+            if self.state["config"] != plan.config():
+                raise ValueError(f"{plan.work} was made with other settings; use a new --work")
+        else:
+            self.state = {"config": plan.config(), "stages": {}, "commands": [], "notes": []}
+            plan.path("logs").mkdir(parents=True, exist_ok=True)
+            self.save()
+
+    def save(self) -> None:
+        tmp = self.file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.state, indent=1))
+        tmp.replace(self.file)
+
+    def stage(self, name: str) -> dict[str, Any]:
+        st: dict[str, Any] = self.state["stages"].setdefault(name, {"done": False, "wall_s": 0.0})
+        return st
+
+    def note(self, text: str) -> None:
+        if text not in self.state["notes"]:
+            self.state["notes"].append(text)
+            log.warning(text)
+
+    def do(self, name: str, fn: Callable[[Run], Any]) -> None:
+        st = self.stage(name)
+        if st["done"] and name != "report":
+            log.info("stage %s: done before, skipped", name)
+            return
+        log.info("stage %s ...", name)
+        t0 = time.monotonic()
+        try:
+            info = fn(self)
+        finally:
+            st["wall_s"] = round(st["wall_s"] + time.monotonic() - t0, 1)
+            self.save()
+        st["done"] = True
+        if info is not None:
+            st["info"] = info
+        self.save()
+
+    def cmd(
+        self, stage: str, exe: str, args: list[str], *, env: dict[str, str] | None = None
+    ) -> Any:
+        """Run one command (its log in WORK/logs) with ``env`` added to this process's
+        environment; a factory ``--json`` stdout is parsed."""
+        env_extra = env or {}
+        argv = [str(BIN / exe), *args]
+        shown = " ".join(f"{k}={v}" for k, v in env_extra.items())
+        shown = f"{shown} {shlex.join([_rel(argv[0]), *args])}".strip()
+        k = len(self.state["commands"])
+        log_path = self.plan.path("logs", f"{k:03d}_{stage}.log")
+        log.info("$ %s", shown)
+        t0 = time.monotonic()
+        with log_path.open("w") as err:
+            out = subprocess.run(
+                argv,
+                stdout=subprocess.PIPE if "--json" in args else err,
+                stderr=err,
+                text=True,
+                env={**os.environ, **env_extra},
+            )
+        wall = round(time.monotonic() - t0, 1)
+        self.state["commands"].append(
+            {
+                "stage": stage,
+                "cmd": shown,
+                "rc": out.returncode,
+                "wall_s": wall,
+                "log": str(log_path),
+            }
+        )
+        self.save()
+        if out.stdout:
+            with log_path.open("a") as f:
+                f.write(out.stdout)
+        if out.returncode != 0:
+            raise StageError(f"{stage}: command failed (exit {out.returncode}); see {log_path}")
+        try:
+            return json.loads(out.stdout) if out.stdout else None
+        except json.JSONDecodeError:
+            return None
+
+
+def _rel(path: str) -> str:
+    try:
+        return os.path.relpath(path) if Path(path).is_relative_to(Path.cwd()) else path
+    except ValueError:
+        return path
+
+
+def usable(store: Path, only_success: bool) -> list[tuple[int, int]]:
+    """(seed, index) of a store's episodes (only the successful ones), sorted by seed."""
+    if not store.exists():
+        return []
+    with EpisodeStore.open(store) as st:
+        metas = st.all_meta()
+    got = [(m.seed or 0, i) for i, m in enumerate(metas) if m.success or not only_success]
+    return sorted(got)
+
+
+def datasets(run: Run) -> list[str]:
+    """The datasets that have demonstrations (R always; G and M when G kept any)."""
+    p = run.plan
+    out = ["R"] if usable(p.path("stores", "R.zarr"), True) else []
+    if usable(p.path("stores", "G.zarr"), not p.g_all):
+        out.append("G")
+    if p.path("stores", "M.zarr").exists() and not run.stage("M").get("info", {}).get("skipped"):
+        out.append("M")
+    return out
+
+
+def checkpoints(run_dir: Path) -> dict[int, Path]:
+    """Step -> ``pretrained_model`` folder of each finished checkpoint of a lerobot run."""
+    root = run_dir / "checkpoints"
+    found = root.glob("*/pretrained_model/model.safetensors") if root.is_dir() else []
+    return {int(f.parent.parent.name): f.parent for f in found if f.parent.parent.name.isdigit()}
+
+
+def score_rows(p: Plan) -> list[dict[str, Any]]:
+    """One row per ``WORK/eval/DATASET/STEP/WORLD/eval_info.json``."""
+    rows = []
+    for f in sorted(p.path("eval").glob("*/*/*/eval_info.json")):
+        d, step, world = f.parts[-4:-1]
+        rows.append({"dataset": d, "step": int(step), "world": world, **report.read_eval(f)})
+    return sorted(rows, key=lambda r: (r["dataset"], r["step"], r["world"]))
