@@ -49,9 +49,6 @@ Defaults, sized to fit under 4 h on the 2-core CPU (DESIGN §5's measured costs)
   CPU contention the in-model evaluation slows far more than the ground truth's (torch
   threads fighting for the cores): run it alone.
 
-``factory generate`` runs with ``RAY_AUTH_MODE=token`` in its environment (Ray's own
-default for a local cluster, token auth on): without it, on Ray 2.60 here, its driver
-sent no token to the cluster it had just started and failed (``InvalidAuthToken``).
 """
 
 from __future__ import annotations
@@ -59,7 +56,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import shlex
 import shutil
 import sys
@@ -181,11 +177,7 @@ def stage_g(run: Run) -> dict:
     ]
     if p.g_all:
         run.note("G keeps failed generated episodes (--g-all): a plumbing check, not a result")
-    # Ray's token auth, asked for before Ray is imported: `factory generate` sets
-    # RAY_AUTH_MODE=token only after importing Ray, and then its driver sends no token to
-    # the GCS it started (InvalidAuthToken, "RAY_AUTH_MODE is currently 'disabled'").
-    env = {"RAY_AUTH_MODE": os.environ.get("RAY_AUTH_MODE", "token")}
-    return _rounds(run, "G", p.path("stores", "G.zarr"), not p.g_all, base, env)
+    return _rounds(run, "G", p.path("stores", "G.zarr"), not p.g_all, base, {})
 
 
 def stage_m(run: Run) -> dict:
