@@ -253,9 +253,10 @@ def test_two_node_cluster(tmp_path: Path) -> None:
         assert sorted(m.seed for m in store.all_meta()) == list(range(6))
 
 
-def test_local_ray_asks_for_token_auth_explicitly(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A local Ray is started with token authentication asked for explicitly (Ray's default,
-    minus its warning, which the user cannot act on); a remote address is left alone."""
+def test_connect_leaves_ray_auth_mode_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``connect`` never sets RAY_AUTH_MODE: Ray reads it when imported, and setting it
+    afterwards left the driver without a token for the cluster it started
+    (InvalidAuthToken). A local cluster gets token auth by Ray's own default."""
     import ray
 
     from pipelines.generate_ray import connect
@@ -270,6 +271,6 @@ def test_local_ray_asks_for_token_auth_explicitly(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setenv("RAY_AUTH_MODE", "unset")  # so that the teardown restores the original
     monkeypatch.delenv("RAY_AUTH_MODE")
     assert connect("10.0.0.1:6379") and seen[-1] == ("10.0.0.1:6379", None)
-    assert connect(None) and seen[-1] == (None, "token")
+    assert connect(None) and seen[-1] == (None, None)
     monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
     assert connect(None) and seen[-1] == (None, "disabled")  # the user's choice wins
