@@ -32,7 +32,7 @@ from factory.train import (
 from factory.train.data import load_episode_data
 from factory.train.dynamics import DYNAMICS_TRAIN, DynamicsTrainOptions
 from factory.train.heads import train_heads
-from factory.train.recipes import DEFAULT_RECIPE, apply_recipe
+from factory.train.recipes import DEFAULT_RECIPE, apply_recipe, check_recipe
 
 log = logging.getLogger(__name__)
 ProgressFn = Callable[[int, int | None, dict[str, float]], None]
@@ -149,13 +149,7 @@ def run_train(req: TrainRequest, on_progress: ProgressFn | None = None) -> dict[
         raise FactoryError("--recipe and --set apply to the dynamics stage only")
     if req.recipe or req.overrides:
         try:  # check them before loading any data
-            apply_recipe(
-                WorldModelConfig(),
-                DynamicsTrainOptions(),
-                DYNAMICS_TRAIN,
-                req.recipe,
-                req.overrides,
-            )
+            check_recipe(req.recipe, req.overrides)
         except ValueError as err:
             raise FactoryError(str(err)) from err
     budget = budget_for(req)

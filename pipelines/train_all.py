@@ -21,7 +21,6 @@ from typing import Any
 from factory.device import resolve_device
 from factory.errors import FactoryError
 from factory.model import read_config
-from factory.model.config import WorldModelConfig
 from factory.model.pack import pack_model
 from factory.store import EpisodeStore
 from factory.train.all_stages import (
@@ -36,7 +35,7 @@ from factory.train.all_stages import (
 from factory.train.data import load_episode_data
 from factory.train.dynamics import DYNAMICS_TRAIN, DynamicsTrainOptions
 from factory.train.loop import Budget
-from factory.train.recipes import DEFAULT_RECIPE, apply_recipe
+from factory.train.recipes import DEFAULT_RECIPE, apply_recipe, check_recipe
 from pipelines.train import check_fits, default_config
 
 log = logging.getLogger(__name__)
@@ -92,9 +91,7 @@ def validate(req: TrainAllRequest) -> tuple[Budget, str]:
     if req.eval_episodes <= 0 or req.stability_frames < 0:
         raise FactoryError("--eval-episodes must be positive and --stability-frames >= 0")
     try:
-        apply_recipe(
-            WorldModelConfig(), DynamicsTrainOptions(), DYNAMICS_TRAIN, req.recipe, req.overrides
-        )
+        check_recipe(req.recipe, req.overrides)
     except ValueError as err:
         raise FactoryError(str(err)) from err
     return budget, device

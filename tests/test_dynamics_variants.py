@@ -140,10 +140,6 @@ def test_recipes_and_overrides_are_checked() -> None:
     assert opts.grad_unroll == 4 and train.batch_size == 4
 
 
-def test_synthetic_data_has_task_state() -> None:
-    assert synthetic_data(n_eps=2).task_state is not None
-
-
 def test_cpu_minute_budget_counts_process_time() -> None:
     budget = Budget(cpu_minutes=1.0)
     assert budget.progress(10_000, 3600.0, 30.0) == pytest.approx(0.5)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from factory.model.config import WorldModelConfig
-from factory.train.dynamics import DynamicsTrainOptions
+from factory.train.dynamics import DYNAMICS_TRAIN, DynamicsTrainOptions
 from factory.train.loop import TrainConfig
 
 _IWS = {"objective": "x0", "ctx_noise_min": 0.025, "ctx_noise_max": 0.2, "ctx_noise": 0.07}
@@ -119,3 +119,9 @@ def apply_recipe(
         _replace(opts, changes["options"], "options"),
         _replace(train, changes["train"], "train"),
     )
+
+
+def check_recipe(recipe: str | None, overrides: tuple[str, ...] = ()) -> None:
+    """Raise ``ValueError`` unless ``recipe`` and ``overrides`` apply to a default model
+    (checked before any data is loaded)."""
+    apply_recipe(WorldModelConfig(), DynamicsTrainOptions(), DYNAMICS_TRAIN, recipe, overrides)
