@@ -1,7 +1,7 @@
 """Issue 14: zero-real-data imitation learning, and policy evaluation inside the world model,
 measured with lerobot's own tools. One command, resumable stage by stage:
 
-    .venv/bin/python bench/zero_real_data.py            # the experiment (about 3 h, 2-core CPU)
+    .venv/bin/python bench/zero_real_data.py            # the experiment (about 1.5 h, 2-core CPU)
     .venv/bin/python bench/zero_real_data.py --tiny     # a smoke run of every stage (minutes)
 
 Run it from the repository root; rerun the same command after an interruption. Stages:
@@ -11,6 +11,8 @@ Run it from the repository root; rerun the same command after an interruption. S
 - **G**: N demonstrations generated inside the model (``factory generate --generator expert
   --only-success``; the only real input is the seeded reset frame). Rounds of N fresh seeds
   until N are kept or ``--max-rounds`` rounds are spent; fewer is reported, not hidden.
+- **transfer**: G's demos replayed open loop in the ground truth from the same seeded
+  reset (``factory eval transfer``): how many generated successes are real ones.
 - **M**: N/2 of R and N/2 of G (other start seeds than the R half), merged into one store
   (``factory.store.merge_stores``).
 - **export**: ``factory export lerobot`` of each (video, lerobot's default codec).
@@ -28,26 +30,29 @@ time and log under ``WORK/logs/``) and each stage's wall time; a finished stage,
 checkpoint or evaluation is never redone, and an interrupted ``lerobot-train`` resumes from
 its last checkpoint. A work directory made with other settings is refused (exit 2).
 
-Defaults, sized to fit under 4 h on the 2-core CPU (DESIGN §5's measured costs):
+Defaults, sized by measurement on the quiet 2-core CPU (the pilot run, N=40 and 800 steps,
+took 44 min: ``docs/results/zero_real_data_pilot.json``):
 
 - Policy: ACT, ``dim_model`` 256, ``dim_feedforward`` 1024, 2 encoder layers, 1 decoder
-  layer, chunk 20, no VAE, ResNet-18 from scratch, batch 32: the measured 1.3 s/step
-  (diffusion was 2.2 s/step, and its 100-step denoising per action makes every evaluation
-  slower still). ``n_action_steps`` 10: the policy replans every second, so it reacts to
+  layer, chunk 20, no VAE, ResNet-18 from scratch, batch 32. Measured 0.45 s/step (about
+  72 samples/s) on a quiet machine; the issue's 1.3 s/step was measured under load, and
+  diffusion was 1.7x slower per step with 100 denoising steps per action chunk at
+  evaluation. ``n_action_steps`` 10: the policy replans every second, so it reacts to
   what each world shows it. Learning rate 1e-4 (ACT's preset 1e-5 is for fine-tuning a
-  pretrained backbone over 100k steps; here the backbone starts from scratch and gets
-  2,000 steps). Not tuned on the evaluation seeds.
-- Steps 2,000 per dataset (checkpoints at 500, 1,000, 1,500, 2,000): 3 x 2,000 x 1.3 s =
-  about 2 h 10 min; at batch 32 that is 64k samples, about 4 epochs of N=100 expert
-  episodes of about 150 frames.
-- N = 100 demonstrations per dataset: the scale of PushT's human-demo benchmarks (about 200)
-  halved to fit; R collects in about a minute, G tries at most 400 seeds in the model
-  (batch 16, about 150 frames/s: at most about 15 min).
-- Evaluation: 50 episodes of at most 300 steps per checkpoint and world, batch 10: 24 runs
-  of about 30 s start-up plus 0.5 (pusht) to 2 (model) min: about 40 min.
-- Total: about 3 h on a quiet machine; ``wall_s`` in the JSON says what it took. Under
-  CPU contention the in-model evaluation slows far more than the ground truth's (torch
-  threads fighting for the cores): run it alone.
+  pretrained backbone over 100k steps; here the backbone starts from scratch). Not tuned
+  on the evaluation seeds.
+- Steps 2,000 per dataset (checkpoints at 500, 1,000, 1,500, 2,000): 3 x 2,000 x 0.45 s,
+  about 45 min; at batch 32 that is 64k samples, about 8 epochs of N=100 expert episodes
+  of about 76 frames.
+- N = 100 demonstrations per dataset: the scale of PushT's human-demo benchmarks (about
+  200) halved. R collects 100 in about 25 s. G keeps about 4% of the seeds it tries
+  (the model's expert rarely succeeds inside it) at about 84 frames/s (batch 16), about
+  2.5 min per 40 seeds: ``--max-rounds`` 2 caps it at 200 seeds, about 12 min.
+- Evaluation: 50 episodes of at most 300 steps per checkpoint and world, batch 10: 24
+  runs of about 15 s start-up plus 20 s per 20 episodes: about 25 min.
+- Total: about 1 h 30 min on a quiet machine; ``wall_s`` in the JSON says what it took.
+  Under CPU contention the in-model evaluation slows far more than the ground truth's
+  (torch threads fighting for the cores): run it alone.
 
 """
 
@@ -80,7 +85,7 @@ from factory.store import EpisodeStore, merge_stores
 
 log = logging.getLogger("zero_real_data")
 REPO = Path(__file__).resolve().parent.parent
-STAGES = ("R", "G", "M", "export", "train", "eval", "report")
+STAGES = ("R", "G", "transfer", "M", "export", "train", "eval", "report")
 
 ACT = (
     "--policy.type=act --policy.pretrained_backbone_weights=null --policy.dim_model=256 "
@@ -178,6 +183,17 @@ def stage_g(run: Run) -> dict:
     if p.g_all:
         run.note("G keeps failed generated episodes (--g-all): a plumbing check, not a result")
     return _rounds(run, "G", p.path("stores", "G.zarr"), not p.g_all, base, {})
+
+
+def stage_transfer(run: Run) -> dict | None:
+    """Replay G's demos open loop in the ground truth (``factory eval transfer``): do the
+    generated successes succeed in the real task? Demos only, before any policy."""
+    store = run.plan.path("stores", "G.zarr")
+    if not usable(store, not run.plan.g_all):
+        return None
+    out = run.cmd("transfer", "factory", ["eval", "transfer", str(store), "--json"])
+    keys = ("model_success", "real_success", "block_err_px_median", "angle_err_deg_median")
+    return {k: out.get(k) for k in keys} | {"episodes": len(out.get("per_episode", []))}
 
 
 def stage_m(run: Run) -> dict:
@@ -314,7 +330,7 @@ def parse(argv: list[str] | None) -> tuple[Plan, argparse.Namespace]:
     ap.add_argument("--eval-seed", type=int, default=500000, help="first held-out eval seed")
     ap.add_argument("--demo-seed", type=int, default=300000, help="first demo start seed")
     ap.add_argument("--demo-steps", type=int, default=300, help="max steps per demo")
-    ap.add_argument("--max-rounds", type=int, default=4, help="rounds of N seeds for R and G")
+    ap.add_argument("--max-rounds", type=int, default=2, help="rounds of N seeds for R and G")
     ap.add_argument("--gen-batch", type=int, default=16, help="factory generate --batch-size")
     ap.add_argument("--train-seed", type=int, default=1000, help="lerobot-train --seed")
     ap.add_argument("--device", default="cpu", help="cpu | cuda (training, eval, generation)")
@@ -385,6 +401,7 @@ def main(argv: list[str] | None = None) -> int:
     fns = {
         "R": stage_r,
         "G": stage_g,
+        "transfer": stage_transfer,
         "M": stage_m,
         "export": stage_export,
         "train": stage_train,

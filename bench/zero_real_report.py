@@ -64,15 +64,22 @@ def agreement_of(pairs: list[dict[str, Any]]) -> dict[str, Any]:
     return agreement([p["model"] for p in pairs], [p["real"] for p in pairs])
 
 
-def targets(real: dict[str, float | None], agree: dict[str, Any], wall: float) -> dict[str, Any]:
-    """Issue 14's targets, each True/False, or None where it cannot be judged."""
+def targets(
+    real: dict[str, float | None], agree: dict[str, Any], wall: float, constant_real: bool
+) -> dict[str, Any]:
+    """Issue 14's targets, each True/False, or None where it cannot be judged.
+
+    A comparison of two zeros (M against R when both are 0) and an MMRV over checkpoints
+    whose real success is constant (no ranking to violate) would be met vacuously, so
+    they are None, not True.
+    """
     r, g, m = real["R"], real["G"], real["M"]
     pear, mmrv = agree["pearson"], agree["mmrv"]
     return {
         "g_over_r_at_least_0.8": None if r in (None, 0) or g is None else g / r >= 0.8,
-        "m_at_least_r": None if r is None or m is None else m >= r,
+        "m_at_least_r": None if r is None or m is None or r == m == 0 else m >= r,
         "pearson_at_least_0.8": None if pear is None else pear >= 0.8,
-        "mmrv_at_most_0.1": None if mmrv is None else mmrv <= 0.1,
+        "mmrv_at_most_0.1": None if mmrv is None or constant_real else mmrv <= 0.1,
         "n_checkpoints_at_least_8": agree["n_checkpoints"] >= 8,
         "under_4_hours": wall < 4 * 3600,
     }
@@ -83,6 +90,7 @@ def build(rows: list[dict[str, Any]], state: dict[str, Any]) -> dict[str, Any]:
     real, model = final_scores(rows, "real"), final_scores(rows, "model")
     pairs = paired(rows, "success")
     agree = agreement_of(pairs)
+    reward_pairs = paired(rows, "max_reward")
     wall = {k: v.get("wall_s", 0.0) for k, v in state["stages"].items()}
     total = round(sum(wall.values()), 1)
     r, g = real["R"], real["G"]
@@ -91,16 +99,18 @@ def build(rows: list[dict[str, Any]], state: dict[str, Any]) -> dict[str, Any]:
         "model_success": model,
         "g_over_r": None if r in (None, 0) or g is None else round(g / r, 4),
         "agreement": agree,
-        "agreement_max_reward": agreement_of(paired(rows, "max_reward")),
+        "agreement_max_reward": agreement_of(reward_pairs),
         "checkpoints": pairs,
+        "checkpoints_max_reward": reward_pairs,
         "scores": rows,
         "demos": {k: state["stages"].get(k, {}).get("info") for k in DATASETS},
+        "g_transfer": state["stages"].get("transfer", {}).get("info"),
         "config": state["config"],
         "commands": [
             c["cmd"] + (f"  # exit {c['rc']}" if c["rc"] else "") for c in state["commands"]
         ],
         "wall_s": {**wall, "total": total},
-        "targets": targets(real, agree, total),
+        "targets": targets(real, agree, total, len({p["real"] for p in pairs}) < 2),
         "notes": state.get("notes", []),
     }
 
@@ -146,10 +156,23 @@ def _dashed(
         draw.line((p, q), fill=colour, width=2)
 
 
+def _scatter(
+    draw: ImageDraw.ImageDraw, x0: int, what: str, agree: dict[str, Any], pairs: list[dict]
+) -> None:
+    """One in-model vs real scatter panel at ``x0``, with the y = x line."""
+    pear = "n/a" if agree["pearson"] is None else f"{agree['pearson']:.3f}"
+    title = f"in-model vs real {what}, {agree['n_checkpoints']} checkpoints, Pearson {pear}"
+    to_px = _panel(draw, x0, title, f"real {what} (pusht)", f"in-model {what}", 1.0)
+    _dashed(draw, to_px(0.0, 0.0), to_px(1.0, 1.0), (150, 150, 150))
+    for p in pairs:
+        x, y = to_px(p["real"], p["model"])
+        draw.ellipse((x - 4, y - 4, x + 4, y + 4), fill=COLOURS[p["dataset"]])
+
+
 def draw_plot(report: dict[str, Any], out: Path) -> None:
-    """Two panels: success vs steps (solid: ground truth, dashed: in the model) and the
-    model-vs-real scatter of every checkpoint with the y = x line."""
-    img = Image.new("RGB", (2 * W, H), (255, 255, 255))
+    """Three panels: success vs steps (solid: ground truth, dashed: in the model), and the
+    model-vs-real scatter of every checkpoint's success and mean max reward."""
+    img = Image.new("RGB", (3 * W, H), (255, 255, 255))
     draw = ImageDraw.Draw(img)
     rows = report["scores"]
     xmax = float(max([r["step"] for r in rows], default=1))
@@ -174,14 +197,9 @@ def draw_plot(report: dict[str, Any], out: Path) -> None:
                     _dashed(draw, a, b, COLOURS[d])
             for x, y in px:
                 draw.ellipse((x - 3, y - 3, x + 3, y + 3), fill=COLOURS[d])
-    agree = report["agreement"]
-    pear = "n/a" if agree["pearson"] is None else f"{agree['pearson']:.3f}"
-    title = f"in-model vs real success, {agree['n_checkpoints']} checkpoints, Pearson {pear}"
-    scatter = _panel(draw, W, title, "real success (pusht)", "in-model success", 1.0)
-    _dashed(draw, scatter(0.0, 0.0), scatter(1.0, 1.0), (150, 150, 150))
-    for p in report["checkpoints"]:
-        x, y = scatter(p["real"], p["model"])
-        draw.ellipse((x - 4, y - 4, x + 4, y + 4), fill=COLOURS[p["dataset"]])
+    _scatter(draw, W, "success", report["agreement"], report["checkpoints"])
+    reward_pairs = report.get("checkpoints_max_reward", [])
+    _scatter(draw, 2 * W, "max reward", report["agreement_max_reward"], reward_pairs)
     for k, d in enumerate(DATASETS):
         draw.rectangle((W - 90, PAD + 8 + 16 * k, W - 80, PAD + 18 + 16 * k), fill=COLOURS[d])
         draw.text((W - 75, PAD + 6 + 16 * k), d, fill=(0, 0, 0))
