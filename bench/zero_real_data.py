@@ -77,6 +77,7 @@ from zero_real_run import (
     StageError,
     checkpoints,
     datasets,
+    reset_reward,
     score_rows,
     usable,
 )
@@ -382,6 +383,7 @@ def parse(argv: list[str] | None) -> tuple[Plan, argparse.Namespace]:
 def stage_report(out: Path) -> Callable[[Run], dict[str, Any]]:
     def go(run: Run) -> dict[str, Any]:
         res = report.build(score_rows(run.plan), run.state)
+        res["reset_max_reward_real"] = reset_reward(run.plan)
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(res, indent=1, allow_nan=False) + "\n")
         report.draw_plot(res, out.with_suffix(".png"))

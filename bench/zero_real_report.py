@@ -205,3 +205,49 @@ def draw_plot(report: dict[str, Any], out: Path) -> None:
         draw.text((W - 75, PAD + 6 + 16 * k), d, fill=(0, 0, 0))
     out.parent.mkdir(parents=True, exist_ok=True)
     img.save(out)
+
+
+# ---------------------------------------------------------------- markdown
+def _f(x: Any, digits: int = 3) -> str:
+    return "n/a" if x is None else f"{x:.{digits}f}"
+
+
+def markdown(res: dict[str, Any]) -> str:
+    """The results JSON as the markdown tables of ``docs/RESULTS.md``."""
+    demos, out = res["demos"], []
+    out.append("| dataset | demos used | real success | in-model success |")
+    out.append("| --- | --- | --- | --- |")
+    for d in DATASETS:
+        info = demos.get(d) or {}
+        used = info.get("used", (info.get("real", 0) + info.get("generated", 0)) or None)
+        real, model = res["real_success"][d], res["model_success"][d]
+        out.append(f"| {d} | {used if used is not None else 'n/a'} | {_f(real)} | {_f(model)} |")
+    out += ["", "| statistic over checkpoints | success | mean max reward |", "| --- | --- | --- |"]
+    a, b = res["agreement"], res["agreement_max_reward"]
+    for key in ("pearson", "spearman", "mmrv", "n_checkpoints"):
+        fmt = str if key == "n_checkpoints" else _f
+        out.append(f"| {key} | {fmt(a[key])} | {fmt(b[key])} |")
+    ci = "| Pearson 90% CI (bootstrap) | {} | {} |"
+    out.append(
+        ci.format(*("[" + ", ".join(_f(v) for v in x["pearson_ci90"]) + "]" for x in (a, b)))
+    )
+    out += ["", "| dataset | step | real success | in-model success | real max reward |"]
+    out[-1] += " in-model max reward |"
+    out.append("| --- | --- | --- | --- | --- | --- |")
+    rewards = {(p["dataset"], p["step"]): p for p in res.get("checkpoints_max_reward", [])}
+    for p in res["checkpoints"]:
+        r = rewards.get((p["dataset"], p["step"]), {})
+        cells = [_f(p["real"]), _f(p["model"]), _f(r.get("real")), _f(r.get("model"))]
+        out.append(f"| {p['dataset']} | {p['step']} | " + " | ".join(cells) + " |")
+    if res.get("reset_max_reward_real") is not None:
+        floor = _f(res["reset_max_reward_real"])
+        out += ["", f"Mean reward of the evaluation seeds' start states (ground truth): {floor}."]
+    out += ["", "| stage | wall time (s) |", "| --- | --- |"]
+    out += [f"| {k} | {v:.0f} |" for k, v in res["wall_s"].items()]
+    return "\n".join(out) + "\n"
+
+
+if __name__ == "__main__":
+    import sys
+
+    print(markdown(json.loads(Path(sys.argv[1]).read_text())), end="")

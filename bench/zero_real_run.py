@@ -185,6 +185,21 @@ def checkpoints(run_dir: Path) -> dict[int, Path]:
     return {int(f.parent.parent.name): f.parent for f in found if f.parent.parent.name.isdigit()}
 
 
+def reset_reward(p: Plan) -> float:
+    """Mean gym-pusht reward of the evaluation seeds' start states in the ground truth:
+    what ``avg_max_reward`` a policy that never moves the block scores (lerobot-eval
+    resets episode i of its run with seed ``eval_seed + i``)."""
+    import numpy as np
+
+    from factory.envs.model_vector_env import pusht_reward
+    from factory.envs.pusht import PushTWorld
+
+    seeds = np.arange(p.eval_seed, p.eval_seed + p.episodes)
+    with PushTWorld(batch_size=len(seeds)) as world:
+        score = world.reset(seeds=seeds).score
+    return round(float(pusht_reward(score).mean()), 6)
+
+
 def score_rows(p: Plan) -> list[dict[str, Any]]:
     """One row per ``WORK/eval/DATASET/STEP/WORLD/eval_info.json``."""
     rows = []
