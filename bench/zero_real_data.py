@@ -387,7 +387,13 @@ def stage_report(out: Path) -> Callable[[Run], dict[str, Any]]:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(res, indent=1, allow_nan=False) + "\n")
         report.draw_plot(res, out.with_suffix(".png"))
-        return {"json": str(out), "plot": str(out.with_suffix(".png"))}
+        done = {"json": str(out), "plot": str(out.with_suffix(".png"))}
+        g_store = run.plan.path("stores", "G.zarr")
+        if g_store.exists():  # what the model showed the expert in G's demos
+            sheet = out.with_name(out.stem + "_g_frames.png")
+            if report.contact_sheet(g_store, sheet):
+                done["g_frames"] = str(sheet)
+        return done
 
     return go
 

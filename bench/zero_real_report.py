@@ -207,6 +207,28 @@ def draw_plot(report: dict[str, Any], out: Path) -> None:
     img.save(out)
 
 
+def contact_sheet(store: Path, out: Path, cols: int = 5, scale: int = 2) -> int:
+    """Each episode of ``store`` as one row of ``cols`` frames evenly spaced from its first
+    to its last, ``scale`` times enlarged; returns the number of rows drawn."""
+    import numpy as np
+
+    from factory.store import EpisodeStore
+
+    rows = []
+    with EpisodeStore.open(store) as st:
+        for i in range(st.n_episodes):
+            frames = st.episode(i)["image"]  # (T, H, W, 3) uint8
+            idx = np.linspace(0, len(frames) - 1, cols).round().astype(int)
+            rows.append(np.concatenate([frames[j] for j in idx], axis=1))
+    if not rows:
+        return 0
+    sheet = Image.fromarray(np.concatenate(rows, axis=0))
+    sheet = sheet.resize((sheet.width * scale, sheet.height * scale), Image.Resampling.NEAREST)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    sheet.save(out)
+    return len(rows)
+
+
 # ---------------------------------------------------------------- markdown
 def _f(x: Any, digits: int = 3) -> str:
     return "n/a" if x is None else f"{x:.{digits}f}"

@@ -105,3 +105,13 @@ def test_markdown_tables_carry_the_json_numbers() -> None:
     assert "| R | 200 | 0.200 | 0.200 | 0.200 | 0.200 |" in text
     assert "start states (ground truth): 0.125." in text
     assert "| total | 110 |" in text
+
+
+def test_contact_sheet_has_a_row_per_episode(filled: Path, tmp_path: Path) -> None:
+    from PIL import Image
+    from store_factories import LENGTHS
+
+    out = tmp_path / "sheet.png"
+    assert report.contact_sheet(filled, out, cols=3, scale=2) == len(LENGTHS)
+    with Image.open(out) as im:
+        assert im.size == (3 * 16 * 2, len(LENGTHS) * 16 * 2)
