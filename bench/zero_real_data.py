@@ -13,6 +13,8 @@ Run it from the repository root; rerun the same command after an interruption. S
   until N are kept or ``--max-rounds`` rounds are spent; fewer is reported, not hidden.
 - **transfer**: G's demos replayed open loop in the ground truth from the same seeded
   reset (``factory eval transfer``): how many generated successes are real ones.
+- **null**: the floor of each world: a policy that holds the agent still, scored on the
+  evaluation seeds in the ground truth and inside the model.
 - **M**: N/2 of R and N/2 of G (other start seeds than the R half), merged into one store
   (``factory.store.merge_stores``).
 - **export**: ``factory export lerobot`` of each (video, lerobot's default codec).
@@ -77,7 +79,7 @@ from zero_real_run import (
     StageError,
     checkpoints,
     datasets,
-    reset_reward,
+    hold_still,
     score_rows,
     usable,
 )
@@ -86,7 +88,7 @@ from factory.store import EpisodeStore, merge_stores
 
 log = logging.getLogger("zero_real_data")
 REPO = Path(__file__).resolve().parent.parent
-STAGES = ("R", "G", "transfer", "M", "export", "train", "eval", "report")
+STAGES = ("R", "G", "transfer", "null", "M", "export", "train", "eval", "report")
 
 ACT = (
     "--policy.type=act --policy.pretrained_backbone_weights=null --policy.dim_model=256 "
@@ -195,6 +197,11 @@ def stage_transfer(run: Run) -> dict | None:
     out = run.cmd("transfer", "factory", ["eval", "transfer", str(store), "--json"])
     keys = ("model_success", "real_success", "block_err_px_median", "angle_err_deg_median")
     return {k: out.get(k) for k in keys} | {"episodes": len(out.get("per_episode", []))}
+
+
+def stage_null(run: Run) -> dict:
+    """The floor in each world: a policy that holds the agent still, on the eval seeds."""
+    return {world: hold_still(run.plan, world) for world in report.WORLDS}
 
 
 def stage_m(run: Run) -> dict:
@@ -383,7 +390,6 @@ def parse(argv: list[str] | None) -> tuple[Plan, argparse.Namespace]:
 def stage_report(out: Path) -> Callable[[Run], dict[str, Any]]:
     def go(run: Run) -> dict[str, Any]:
         res = report.build(score_rows(run.plan), run.state)
-        res["reset_max_reward_real"] = reset_reward(run.plan)
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(res, indent=1, allow_nan=False) + "\n")
         report.draw_plot(res, out.with_suffix(".png"))
@@ -410,6 +416,7 @@ def main(argv: list[str] | None = None) -> int:
         "R": stage_r,
         "G": stage_g,
         "transfer": stage_transfer,
+        "null": stage_null,
         "M": stage_m,
         "export": stage_export,
         "train": stage_train,

@@ -105,6 +105,7 @@ def build(rows: list[dict[str, Any]], state: dict[str, Any]) -> dict[str, Any]:
         "scores": rows,
         "demos": {k: state["stages"].get(k, {}).get("info") for k in DATASETS},
         "g_transfer": state["stages"].get("transfer", {}).get("info"),
+        "hold_still": state["stages"].get("null", {}).get("info"),
         "config": state["config"],
         "commands": [
             c["cmd"] + (f"  # exit {c['rc']}" if c["rc"] else "") for c in state["commands"]
@@ -261,9 +262,14 @@ def markdown(res: dict[str, Any]) -> str:
         r = rewards.get((p["dataset"], p["step"]), {})
         cells = [_f(p["real"]), _f(p["model"]), _f(r.get("real")), _f(r.get("model"))]
         out.append(f"| {p['dataset']} | {p['step']} | " + " | ".join(cells) + " |")
-    if res.get("reset_max_reward_real") is not None:
-        floor = _f(res["reset_max_reward_real"])
-        out += ["", f"Mean reward of the evaluation seeds' start states (ground truth): {floor}."]
+    if res.get("hold_still"):
+        out += [
+            "",
+            "| a policy that holds still | success | mean max reward |",
+            "| --- | --- | --- |",
+        ]
+        for world, v in res["hold_still"].items():
+            out.append(f"| {world} | {_f(v['success'])} | {_f(v['max_reward'])} |")
     out += ["", "| stage | wall time (s) |", "| --- | --- |"]
     out += [f"| {k} | {v:.0f} |" for k, v in res["wall_s"].items()]
     return "\n".join(out) + "\n"

@@ -185,19 +185,34 @@ def checkpoints(run_dir: Path) -> dict[int, Path]:
     return {int(f.parent.parent.name): f.parent for f in found if f.parent.parent.name.isdigit()}
 
 
-def reset_reward(p: Plan) -> float:
-    """Mean gym-pusht reward of the evaluation seeds' start states in the ground truth:
-    what ``avg_max_reward`` a policy that never moves the block scores (lerobot-eval
-    resets episode i of its run with seed ``eval_seed + i``)."""
+def hold_still(p: Plan, world_name: str) -> dict[str, float]:
+    """A policy that never moves (each step's target is the agent's start position) on
+    the evaluation seeds, in the ground truth (``real``) or inside the model (``model``):
+    its success rate and mean max reward, as lerobot-eval scores a checkpoint. Any success
+    or reward gain in the model comes from the model moving the block by itself."""
     import numpy as np
 
     from factory.envs.model_vector_env import pusht_reward
+    from factory.envs.model_world import ModelWorld
     from factory.envs.pusht import PushTWorld
+    from factory.model.files import load_model
 
     seeds = np.arange(p.eval_seed, p.eval_seed + p.episodes)
-    with PushTWorld(batch_size=len(seeds)) as world:
-        score = world.reset(seeds=seeds).score
-    return round(float(pusht_reward(score).mean()), 6)
+    if world_name == "real":
+        world: Any = PushTWorld(batch_size=len(seeds))
+    else:
+        wm, model_id = load_model(Path(p.model) if p.model else None, p.device)
+        world = ModelWorld(wm, batch_size=len(seeds), model_id=model_id)
+    try:
+        hold = world.reset(seeds=seeds).state.copy()  # (B, 2) agent xy
+        best, success = np.zeros(len(seeds)), np.zeros(len(seeds), dtype=bool)
+        for _ in range(p.episode_length):
+            obs = world.step(hold)
+            best = np.maximum(best, pusht_reward(obs.score))
+            success |= obs.success
+    finally:
+        world.close()
+    return {"success": round(float(success.mean()), 6), "max_reward": round(float(best.mean()), 6)}
 
 
 def score_rows(p: Plan) -> list[dict[str, Any]]:

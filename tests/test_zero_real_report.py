@@ -98,12 +98,12 @@ def test_plot_is_written(tmp_path: Path) -> None:
 def test_markdown_tables_carry_the_json_numbers() -> None:
     rows = [_row("R", s, w, 0.1 * s / 100, 0.2) for s in (100, 200) for w in ("real", "model")]
     res = report.build(rows, _state())
-    res["reset_max_reward_real"] = 0.125
+    res["hold_still"] = {"real": {"success": 0.0, "max_reward": 0.125}}
     text = report.markdown(res)
     assert "| R | 4 | 0.200 | 0.200 |" in text
     assert "| G | n/a | n/a | n/a |" in text
     assert "| R | 200 | 0.200 | 0.200 | 0.200 | 0.200 |" in text
-    assert "start states (ground truth): 0.125." in text
+    assert "| real | 0.000 | 0.125 |" in text
     assert "| total | 110 |" in text
 
 
