@@ -36,22 +36,23 @@ Defaults, sized by measurement on the quiet 2-core CPU (the pilot run, N=40 and 
 took 44 min: ``docs/results/zero_real_data_pilot.json``):
 
 - Policy: ACT, ``dim_model`` 256, ``dim_feedforward`` 1024, 2 encoder layers, 1 decoder
-  layer, chunk 20, no VAE, ResNet-18 from scratch, batch 32. Measured 0.45 s/step (about
-  72 samples/s) on a quiet machine; the issue's 1.3 s/step was measured under load, and
+  layer, chunk 20, no VAE, ResNet-18 from scratch, batch 32. Measured 0.43 to 0.45 s/step
+  (about 73 samples/s) on a quiet machine; the issue's 1.3 s/step was measured under load, and
   diffusion was 1.7x slower per step with 100 denoising steps per action chunk at
   evaluation. ``n_action_steps`` 10: the policy replans every second, so it reacts to
   what each world shows it. Learning rate 1e-4 (ACT's preset 1e-5 is for fine-tuning a
   pretrained backbone over 100k steps; here the backbone starts from scratch). Not tuned
   on the evaluation seeds.
-- Steps 2,000 per dataset (checkpoints at 500, 1,000, 1,500, 2,000): 3 x 2,000 x 0.45 s,
-  about 45 min; at batch 32 that is 64k samples, about 8 epochs of N=100 expert episodes
+- Steps 2,000 per dataset (checkpoints at 500, 1,000, 1,500, 2,000): 3 x 2,000 steps took
+  44 min; at batch 32 that is 64k samples, about 8 epochs of N=100 expert episodes
   of about 76 frames.
 - N = 100 demonstrations per dataset: the scale of PushT's human-demo benchmarks (about
-  200) halved. R collects 100 in about 25 s. G keeps about 4% of the seeds it tries
-  (the model's expert rarely succeeds inside it) at about 84 frames/s (batch 16), about
-  2.5 min per 40 seeds: ``--max-rounds`` 2 caps it at 200 seeds, about 12 min.
-- Evaluation: 50 episodes of at most 300 steps per checkpoint and world, batch 10: 24
-  runs of about 15 s start-up plus 20 s per 20 episodes: about 25 min.
+  200) halved. R collects 100 in about 25 s. G keeps 3 to 4% of the seeds it tries
+  (the model's expert rarely succeeds inside it) at about 82 frames/s (batch 16), about
+  6 min per 100 seeds: ``--max-rounds`` 2 caps it at 200 seeds, about 12.5 min.
+- Evaluation: 50 episodes of at most 300 steps per checkpoint and world, batch 10: about
+  51 s per checkpoint in the ground truth and 73 s inside the model, start-up
+  included; 24 runs, 25 min.
 - Total: about 1 h 30 min on a quiet machine; ``wall_s`` in the JSON says what it took.
   Under CPU contention the in-model evaluation slows far more than the ground truth's
   (torch threads fighting for the cores): run it alone.

@@ -235,14 +235,20 @@ def _f(x: Any, digits: int = 3) -> str:
     return "n/a" if x is None else f"{x:.{digits}f}"
 
 
+def _demos_used(info: dict[str, Any]) -> int | None:
+    """R's and G's stage info say ``used``; M's its ``real`` and ``generated`` parts."""
+    if "used" in info:
+        return int(info["used"])
+    return (info.get("real", 0) + info.get("generated", 0)) or None
+
+
 def markdown(res: dict[str, Any]) -> str:
     """The results JSON as the markdown tables of ``docs/RESULTS.md``."""
     demos, out = res["demos"], []
     out.append("| dataset | demos used | real success | in-model success |")
     out.append("| --- | --- | --- | --- |")
     for d in DATASETS:
-        info = demos.get(d) or {}
-        used = info.get("used", (info.get("real", 0) + info.get("generated", 0)) or None)
+        used = _demos_used(demos.get(d) or {})
         real, model = res["real_success"][d], res["model_success"][d]
         out.append(f"| {d} | {used if used is not None else 'n/a'} | {_f(real)} | {_f(model)} |")
     out += ["", "| statistic over checkpoints | success | mean max reward |", "| --- | --- | --- |"]

@@ -185,34 +185,50 @@ def checkpoints(run_dir: Path) -> dict[int, Path]:
     return {int(f.parent.parent.name): f.parent for f in found if f.parent.parent.name.isdigit()}
 
 
+class HoldStill:
+    """A policy that never moves: every target is the agent's position at reset."""
+
+    name = "hold_still"
+
+    def params(self) -> dict[str, Any]:
+        return {}
+
+    def reset(self, seed: int, obs: Any) -> None:
+        self._target = obs.state.copy()  # (2,) agent xy
+
+    def act(self, obs: Any) -> Any:
+        return self._target
+
+
 def hold_still(p: Plan, world_name: str) -> dict[str, float]:
-    """A policy that never moves (each step's target is the agent's start position) on
-    the evaluation seeds, in the ground truth (``real``) or inside the model (``model``):
-    its success rate and mean max reward, as lerobot-eval scores a checkpoint. Any success
-    or reward gain in the model comes from the model moving the block by itself."""
+    """:class:`HoldStill` on the evaluation seeds, in the ground truth (``real``) or in the
+    world lerobot-eval's ``demofactory`` env steps (``model``): its success rate and mean
+    max reward, as lerobot-eval scores a checkpoint. Any success or reward gain in the
+    model comes from the model moving the block by itself."""
     import numpy as np
 
+    from factory.envs import make_world
     from factory.envs.model_vector_env import pusht_reward
-    from factory.envs.model_world import ModelWorld
-    from factory.envs.pusht import PushTWorld
-    from factory.model.files import load_model
+    from factory.record.runner import EpisodeRunner, EpisodeSpec
+    from pipelines.lerobot_plugin import open_world
 
-    seeds = np.arange(p.eval_seed, p.eval_seed + p.episodes)
-    if world_name == "real":
-        world: Any = PushTWorld(batch_size=len(seeds))
-    else:
-        wm, model_id = load_model(Path(p.model) if p.model else None, p.device)
-        world = ModelWorld(wm, batch_size=len(seeds), model_id=model_id)
+    n = p.episodes
+    world = (
+        make_world("pusht", batch_size=n)
+        if world_name == "real"
+        else open_world(p.model, p.device, n)
+    )
+    specs = [EpisodeSpec(seed=p.eval_seed + i, steps=p.episode_length) for i in range(n)]
     try:
-        hold = world.reset(seeds=seeds).state.copy()  # (B, 2) agent xy
-        best, success = np.zeros(len(seeds)), np.zeros(len(seeds), dtype=bool)
-        for _ in range(p.episode_length):
-            obs = world.step(hold)
-            best = np.maximum(best, pusht_reward(obs.score))
-            success |= obs.success
+        source = "real" if world_name == "real" else "world_model"
+        results = EpisodeRunner(world, source=source, record=False).run(
+            [HoldStill() for _ in range(n)], specs
+        )
     finally:
         world.close()
-    return {"success": round(float(success.mean()), 6), "max_reward": round(float(best.mean()), 6)}
+    best = pusht_reward(np.array([r.meta.extra["max_score"] for r in results]))
+    success = np.mean([r.meta.success for r in results])
+    return {"success": round(float(success), 6), "max_reward": round(float(best.mean()), 6)}
 
 
 def score_rows(p: Plan) -> list[dict[str, Any]]:

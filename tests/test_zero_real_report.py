@@ -115,3 +115,39 @@ def test_contact_sheet_has_a_row_per_episode(filled: Path, tmp_path: Path) -> No
     assert report.contact_sheet(filled, out, cols=3, scale=2) == len(LENGTHS)
     with Image.open(out) as im:
         assert im.size == (3 * 16 * 2, len(LENGTHS) * 16 * 2)
+
+
+def test_hold_still_scores_the_start_states_in_the_ground_truth() -> None:
+    import numpy as np
+    from zero_real_run import Plan, hold_still
+
+    from factory.envs.model_vector_env import pusht_reward
+    from factory.envs.pusht import PushTWorld
+
+    plan = Plan(
+        work="unused",
+        n=2,
+        steps=4,
+        lengths=1,
+        batch=4,
+        episodes=3,
+        eval_batch=3,
+        episode_length=5,
+        num_workers=0,
+        policy="",
+        eval_seed=500000,
+        demo_seed=300000,
+        demo_steps=50,
+        max_rounds=1,
+        gen_batch=2,
+        train_seed=0,
+        device="cpu",
+        model=None,
+        g_all=False,
+    )
+    with PushTWorld(batch_size=3) as world:
+        start = pusht_reward(world.reset(seeds=np.arange(500000, 500003)).score)
+    got = hold_still(plan, "real")
+    assert got["success"] == 0.0
+    # the block settles a little under the physics: within 0.002 of its start reward
+    assert got["max_reward"] == pytest.approx(float(start.mean()), abs=2e-3)
