@@ -25,7 +25,6 @@ over play frames/s, both through ``factory generate`` with 1 worker.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import tempfile
 import time
@@ -39,8 +38,9 @@ import torch
 from factory.envs.model_world import ModelWorld
 from factory.errors import FactoryError
 from factory.gen import GenJob, RolloutEngine
-from factory.model import PARTS, build_part, load_model_dir, read_config, save_part
+from factory.model import build_part, load_model_dir, read_config, save_part
 from factory.model.files import model_dir_or_default, model_identity
+from factory.model.registry import kind_of
 from factory.record import open_output
 from factory.record.runner import run_episode
 from factory.store import EpisodeStore
@@ -74,12 +74,8 @@ def _model_dir(cfg: BenchConfig, tmp: Path) -> Path:
 def resized_model(model_dir: Path, resolution: int, dest: Path) -> Path:
     """A random-weight model with ``model_dir``'s architecture at ``resolution`` px."""
     cfg = read_config(model_dir)
-    size = (resolution, resolution)
-    ae = dataclasses.replace(cfg.autoencoder, image_size=size)
-    dyn = dataclasses.replace(cfg.dynamics, latent_size=ae.latent_size)
-    probe = dataclasses.replace(cfg.probe, image_size=size)
-    new = dataclasses.replace(cfg, autoencoder=ae, dynamics=dyn, probe=probe, parts=())
-    for name in PARTS:
+    new = kind_of(cfg).resized(cfg, (resolution, resolution))
+    for name in cfg.parts:
         new = save_part(dest, name, build_part(name, new), new, steps=0, data="bench")
     return dest
 

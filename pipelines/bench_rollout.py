@@ -25,8 +25,9 @@ import torch
 
 from factory.device import resolve_device
 from factory.envs import make_world
-from factory.model import WorldModel
+from factory.envs.model_world import world_state
 from factory.model.files import load_model
+from factory.model.protocol import RolloutModel
 
 Progress = Callable[[str, int, int], None]
 
@@ -43,21 +44,27 @@ class RolloutBenchRequest:
     seed: int = 0
 
 
-def _context(model: WorldModel, batch: int, seed: int) -> np.ndarray:
-    """Ground-truth initial frames (batch, 1, H, W, 3) at the model's resolution."""
+def _context(model: RolloutModel, batch: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Ground-truth initial frames (batch, 1, H, W, 3) at the model's resolution and their
+    world states (batch, 1, S)."""
     h = model.config.image_shape[0]
     world = make_world("pusht", batch_size=min(batch, 4), resolution=h)
     try:
-        frames = world.reset(seeds=np.arange(seed, seed + world.batch_size)).frames
+        obs = world.reset(seeds=np.arange(seed, seed + world.batch_size))
     finally:
         world.close()
-    return np.resize(frames, (batch, *frames.shape[1:]))[:, None]
+    states = world_state(obs)
+    return (
+        np.resize(obs.frames, (batch, *obs.frames.shape[1:]))[:, None],
+        np.resize(states, (batch, *states.shape[1:])),
+    )
 
 
-def _step_times(model: WorldModel, batch: int, steps: int, warmup: int, seed: int) -> np.ndarray:
+def _step_times(model: RolloutModel, batch: int, steps: int, warmup: int, seed: int) -> np.ndarray:
     """Seconds per step (steps,) of a batch-``batch`` rollout, after ``warmup`` steps."""
     rng = np.random.default_rng(seed)
-    model.start(_context(model, batch, seed), None, seed=seed)
+    frames, states = _context(model, batch, seed)
+    model.start(frames, None, seed=seed, states=states)
     target = rng.uniform(100, 412, size=(batch, 2)).astype(np.float32)
     times = np.empty(steps)
     sync = torch.cuda.synchronize if model.device.type == "cuda" else (lambda: None)
@@ -72,7 +79,7 @@ def _step_times(model: WorldModel, batch: int, steps: int, warmup: int, seed: in
     return times
 
 
-def _measure(model: WorldModel, req: RolloutBenchRequest, progress: Progress | None) -> dict:
+def _measure(model: RolloutModel, req: RolloutBenchRequest, progress: Progress | None) -> dict:
     """fps_batch1 and throughput for the model's current precision setting."""
     t1 = _step_times(model, 1, req.steps, req.warmup, req.seed)
     out: dict[str, Any] = {"fps_batch1": float(1.0 / np.median(t1)), "throughput": {}}

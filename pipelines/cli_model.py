@@ -26,7 +26,11 @@ from pipelines.console import LazyBar, err_console, print_json, user_errors
 @user_errors
 def train(
     stage: Annotated[
-        str, typer.Argument(help="all | autoencoder | dynamics | heads | decoder | probe")
+        str,
+        typer.Argument(
+            help="all; latent_grid: autoencoder | dynamics | heads | decoder | probe; "
+            "object_state: renderer | dynamics | reader"
+        ),
     ],
     data: Annotated[Path, typer.Option("--data", help="Episode store to train on.")],
     out: Annotated[Path, typer.Option("--out", help="Model directory (all parts live here).")],
@@ -52,6 +56,14 @@ def train(
     ] = None,
     eval_episodes: Annotated[int, typer.Option(help="all: episodes to evaluate.")] = 16,
     stability_frames: Annotated[int, typer.Option(help="all: closed-loop frames.")] = 9000,
+    kind: Annotated[
+        str | None,
+        typer.Option(
+            help="Model kind: latent_grid (pixels only) or object_state (needs the object "
+            "state, data/gt_state). Default: OUT's kind, else latent_grid (object_state "
+            "for the renderer and reader stages)."
+        ),
+    ] = None,
 ) -> None:
     """Train one stage, or `all` of them (then pack OUT/model), into a model directory."""
     from pipelines.train import TrainRequest, run_train
@@ -75,6 +87,7 @@ def train(
             eval_episodes=eval_episodes,
             stability_frames=stability_frames,
             overrides=tuple(set_ or ()),
+            kind=kind,
         )
         if recipe is not None:
             all_req = dataclasses.replace(all_req, recipe=recipe)
@@ -96,6 +109,7 @@ def train(
         resume=resume,
         recipe=recipe,
         overrides=tuple(set_ or ()),
+        kind=kind,
     )
     with LazyBar(f"train {stage}") as bar:
 

@@ -36,7 +36,11 @@ def train_all(req: TrainAllRequest, json_out: bool) -> None:
     err_console.print(
         f"train all on {dev}, {total}: "
         + ", ".join(f"{stage} {frac:.0%}" for stage, frac in shares.items())
-        + f"; dynamics recipe {req.recipe}"
+        + (
+            f"; dynamics recipe {req.recipe}"
+            if req.resolved_kind() == "latent_grid"
+            else f"; kind {req.resolved_kind()}"
+        )
         + " (latent cache, pack and eval run outside the shares)",
         highlight=False,
     )

@@ -3,11 +3,12 @@
     factory eval fidelity --data data/pusht_heldout.zarr --episodes 16 --json
     factory eval fidelity --model runs/pusht_v1 --data data/pusht_heldout.zarr --video fid.mp4
 
-It reports the autoencoder's own PSNR and IoU; replayed real actions from real initial
-frames at horizons 1, 10, 50 and 100 beside the copy-last-frame baseline; the probe's
-errors on real frames (``probe_real``); the permanence check (a block at rest with the agent
-held still, :mod:`factory.eval.permanence`); and a long closed-loop stability rollout under
-``play`` actions.
+It reports the model's own re-rendering of real frames (``recon_*``: the latent kind's
+autoencoder, the object-state kind's renderer at the true state); replayed real actions
+from real initial frames at horizons 1, 10, 50 and 100 beside the copy-last-frame
+baseline; the reader's errors on real frames (``probe_real``); the permanence check (a
+block at rest with the agent held still, :mod:`factory.eval.permanence`); and a long
+closed-loop stability rollout under ``play`` actions.
 """
 
 from __future__ import annotations
@@ -23,15 +24,15 @@ import numpy as np
 from factory.device import resolve_device
 from factory.eval.fidelity import (
     HORIZONS,
-    autoencoder_metrics,
     horizon_metrics,
     probe_metrics,
+    reconstruction_metrics,
     replay_set,
     rollout_replay,
 )
 from factory.eval.permanence import PermanenceConfig, permanence_metrics
 from factory.eval.stability import stability_run
-from factory.eval.task_state import probe_real_summary, reader_name
+from factory.eval.task_state import probe_real_summary
 from factory.model.files import load_model
 from factory.store import EpisodeStore
 
@@ -55,7 +56,8 @@ class FidelityRequest:
 
 
 def run_fidelity(req: FidelityRequest, on_progress: Progress | None = None) -> dict[str, Any]:
-    """All fidelity metrics as one JSON-able dict (keys: ae_psnr, ae_iou, horizons, ...)."""
+    """All fidelity metrics as one JSON-able dict (keys: recon_psnr, recon_iou, horizons,
+    ...)."""
     from factory.errors import FactoryError
 
     if req.episodes <= 0:
@@ -71,7 +73,7 @@ def run_fidelity(req: FidelityRequest, on_progress: Progress | None = None) -> d
             action_dim=store.schema.keys["action"].shape[0],
             image_shape=store.schema.keys["image"].shape,
         )
-        context = req.context or model.config.dynamics.context
+        context = req.context or model.context
         rs = replay_set(store, req.episodes, context, max(HORIZONS))
         reference = _reference_frames(store)
         has_state = "state" in store.schema.keys
@@ -80,17 +82,29 @@ def run_fidelity(req: FidelityRequest, on_progress: Progress | None = None) -> d
         if has_state and req.permanence_starts > 0:
             pcfg = PermanenceConfig(starts=req.permanence_starts, seed=req.seed)
             permanence = permanence_metrics(model, store, context, pcfg)
-    generated = rollout_replay(model, rs, seed=req.seed)
-    result: dict[str, Any] = {"model": model_id, "data": str(req.data), "episodes": len(rs.frames)}
-    result.update(autoencoder_metrics(model, rs.frames.reshape(-1, *rs.frames.shape[2:])))
-    result["horizons"] = horizon_metrics(model, rs, generated)
+    replayed = rollout_replay(model, rs, seed=req.seed)
+    result: dict[str, Any] = {
+        "model": model_id,
+        "kind": model.kind,
+        "data": str(req.data),
+        "episodes": len(rs.frames),
+    }
+    states = rs.world_states()
+    flat = rs.frames.reshape(-1, *rs.frames.shape[2:])
+    flat_states = None if states is None else states.reshape(-1, states.shape[-1])
+    result.update(reconstruction_metrics(model, flat, flat_states))
+    result["horizons"] = horizon_metrics(rs, replayed)
+    if model.starts_from_states and states is not None:
+        # the same replay started from the reader's reading of the context frames
+        read = rollout_replay(model, rs, seed=req.seed, from_frames=True)
+        result["horizons_read_start"] = horizon_metrics(rs, read)
     if probe is not None:
         result["probe"] = probe
-        result["probe_real"] = probe_real_summary(probe, reader_name(model))
+        result["probe_real"] = probe_real_summary(probe, model.frame_reader)
     if permanence is not None:
         result["permanence"] = permanence
     if req.video is not None:
-        write_side_by_side(req.video, rs.frames[:, rs.context - 1 :], generated)
+        write_side_by_side(req.video, rs.frames[:, rs.context - 1 :], replayed.frames)
         result["video"] = str(req.video)
     if req.stability_frames > 0:
         result["stability"] = stability_run(

@@ -11,20 +11,29 @@ COLUMNS = ("psnr", "ssim", "iou", "copy_iou", "agent_iou", "block_err_px", "angl
 
 
 def render_fidelity(result: dict[str, Any], console: Console | None = None) -> None:
-    """Print the autoencoder line, the per-horizon table and the stability summary."""
+    """Print the reconstruction line, the per-horizon table and the stability summary."""
     console = console or Console()
     console.print(
-        f"model {result['model']} on {result['data']} ({result['episodes']} episodes): "
-        f"autoencoder PSNR {result['ae_psnr']:.2f} dB, T IoU {result['ae_iou']:.3f}"
+        f"{result.get('kind', 'latent_grid')} model {result['model']} on {result['data']} "
+        f"({result['episodes']} episodes): {result['recon_of']} PSNR "
+        f"{result['recon_psnr']:.2f} dB, T IoU {result['recon_iou']:.3f}, agent IoU "
+        f"{result['recon_agent_iou']:.3f}"
     )
-    table = Table("horizon", *COLUMNS, title="replayed real actions from real context")
-    for h, row in result["horizons"].items():
-        table.add_row(h, *(f"{row[c]:.3f}" for c in COLUMNS))
-    console.print(table)
+    titles = {
+        "horizons": "replayed real actions from real context",
+        "horizons_read_start": "the same, started from the reader's reading of the frames",
+    }
+    for key, title in titles.items():
+        if key not in result:
+            continue
+        table = Table("horizon", *COLUMNS, title=title)
+        for h, row in result[key].items():
+            table.add_row(h, *(f"{row[c]:.3f}" for c in COLUMNS))
+        console.print(table)
     if "probe_real" in result:
         p = result["probe_real"]
         console.print(
-            f"probe on {p['frames']} real frames: block {p['block_px']:.1f} px "
+            f"{p['reader']} on {p['frames']} real frames: block {p['block_px']:.1f} px "
             f"(p95 {p['block_px_p95']:.1f}), angle {p['angle_deg']:.1f} deg, "
             f"agent {p['agent_px']:.1f} px"
         )

@@ -27,6 +27,7 @@ from factory.errors import FactoryError
 from factory.gen import GeneratedEpisode, GenJob, perturb_actions
 from factory.model import read_config
 from factory.model.files import model_dir_or_default, model_identity
+from factory.model.registry import kind_of
 from factory.record import check_output, done_episodes, open_output
 from factory.store import EpisodeStore
 from factory.world import WorldSpec
@@ -34,7 +35,6 @@ from recorders.generators import GENERATORS
 
 log = logging.getLogger(__name__)
 
-NEEDED_PARTS = ("autoencoder", "dynamics")
 """Parts every generation needs; the task state also needs a probe or a task head."""
 
 
@@ -172,9 +172,7 @@ def prepare_generate(cfg: GenerateConfig) -> GeneratePlan:
     _check_numbers(cfg)
     model_dir = model_dir_or_default(cfg.model)
     mcfg = read_config(model_dir)
-    missing = [p for p in NEEDED_PARTS if p not in mcfg.parts]
-    if "probe" not in mcfg.parts and mcfg.dynamics.task_dim == 0:
-        missing.append("probe (or a dynamics task head)")
+    missing = kind_of(mcfg).missing_for_rollout(mcfg)
     if missing:
         raise FactoryError(f"model {model_dir} lacks part(s) {', '.join(missing)}; train them")
     resolution = mcfg.image_shape[0]
@@ -232,7 +230,12 @@ def _replay_jobs(cfg: GenerateConfig, resolution: int) -> list[GenJob]:
                 continue
             actions = np.asarray(ep["action"], np.float32)
             k = cfg.context
-            config = np.concatenate([ep["state"][0], ep["gt_state"][0]]) if has_gt else []
+            states = (
+                np.concatenate([ep["state"][:k, :2], ep["gt_state"][:k]], axis=1)
+                if has_gt
+                else None
+            )
+            config = states[0] if states is not None else []
             out.append(
                 GenJob(
                     seed=0,
@@ -241,6 +244,7 @@ def _replay_jobs(cfg: GenerateConfig, resolution: int) -> list[GenJob]:
                     steps=len(actions) - k + 1,
                     context_frames=np.asarray(ep["image"][:k]),
                     context_actions=actions[: k - 1] if k > 1 else None,
+                    context_states=None if states is None else states.astype(np.float32),
                     extra={"source": str(cfg.source), "source_episode": ep.index},
                 )
             )
@@ -266,6 +270,7 @@ def _perturbed(cfg: GenerateConfig, template: GenJob, seed: int, stop: bool) -> 
         stop_on_success=stop,
         context_frames=template.context_frames,
         context_actions=template.context_actions,
+        context_states=template.context_states,
         params_extra={"perturb": knobs, "context": cfg.context},
         extra=dict(template.extra),
     )

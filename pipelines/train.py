@@ -21,6 +21,7 @@ from typing import Any
 from factory.device import resolve_device
 from factory.errors import FactoryError, ModelError
 from factory.model import WorldModelConfig, read_config
+from factory.model.registry import get_kind
 from factory.train import (
     Budget,
     EpisodeData,
@@ -52,6 +53,16 @@ class TrainRequest:
     resume: bool = False
     recipe: str | None = None
     overrides: tuple[str, ...] = ()
+    kind: str | None = None
+    """Model kind; None: the directory's, else object_state for renderer/reader stages,
+    else latent_grid."""
+
+    def resolved_kind(self) -> str:
+        if self.kind is not None:
+            return get_kind(self.kind).name
+        if (self.out / "config.json").exists():
+            return str(read_config(self.out).kind)
+        return "object_state" if self.stage in ("renderer", "reader") else "latent_grid"
 
 
 def _config_for(req: TrainRequest, data: EpisodeData) -> WorldModelConfig:
@@ -140,8 +151,43 @@ def budget_for(req: TrainRequest) -> Budget:
     return Budget(minutes=req.minutes, steps=req.steps, cpu_minutes=req.cpu_minutes)
 
 
+def _run_object_state(req: TrainRequest, on_progress: ProgressFn | None) -> dict[str, float]:
+    """One stage of an object_state model (renderer, dynamics or reader)."""
+    from factory.model.object_state.config import ObjectStateConfig
+    from factory.train.object_state import STAGES as OBJECT_STAGES
+    from factory.train.object_state import train_object_part
+
+    if req.stage not in OBJECT_STAGES:
+        raise FactoryError(
+            f"unknown object_state stage {req.stage!r}; valid: {', '.join(OBJECT_STAGES)}"
+        )
+    if req.recipe or req.overrides:
+        raise FactoryError("--recipe and --set configure the latent_grid dynamics only")
+    budget, device = budget_for(req), resolve_device(req.device)
+    if req.resume and not (req.out / "config.json").exists():
+        raise FactoryError(f"--resume: {req.out} holds no model to resume; drop --resume")
+    data = load_episode_data(req.data)
+    if (req.out / "config.json").exists():
+        config = read_config(req.out)
+        if config.kind != "object_state":
+            raise FactoryError(f"{req.out} holds a {config.kind} model; use another --out")
+    else:
+        config = get_kind("object_state").resized(ObjectStateConfig(), data.image_shape[:2])
+    if tuple(config.image_shape) != data.image_shape:
+        raise FactoryError(
+            f"the model directory is for frames {config.image_shape}, the data has "
+            f"{data.image_shape}; use another --out"
+        )
+    return train_object_part(
+        req.stage, data, req.out, config, budget,
+        device=device, resume=req.resume, on_progress=on_progress,
+    )  # fmt: skip
+
+
 def run_train(req: TrainRequest, on_progress: ProgressFn | None = None) -> dict[str, float]:
     """Validate the request, load the data and run the stage; returns its metrics."""
+    if req.resolved_kind() == "object_state":
+        return _run_object_state(req, on_progress)
     runner = STAGES.get(req.stage)
     if runner is None:
         raise FactoryError(f"unknown stage {req.stage!r}; valid: {', '.join(STAGES)}")

@@ -21,8 +21,11 @@ from typing import Any
 from factory.device import resolve_device
 from factory.errors import FactoryError
 from factory.model import read_config
+from factory.model.object_state.config import ObjectStateConfig
 from factory.model.pack import pack_model
+from factory.model.registry import DEFAULT_KIND, get_kind
 from factory.store import EpisodeStore
+from factory.train import object_state as object_state_stages
 from factory.train.all_stages import (
     STATE_FILE,
     AllProgressFn,
@@ -32,7 +35,7 @@ from factory.train.all_stages import (
     read_state,
     run_all_stages,
 )
-from factory.train.data import load_episode_data
+from factory.train.data import EpisodeData, load_episode_data
 from factory.train.dynamics import DYNAMICS_TRAIN, DynamicsTrainOptions
 from factory.train.loop import Budget
 from factory.train.recipes import DEFAULT_RECIPE, apply_recipe, check_recipe
@@ -60,6 +63,15 @@ class TrainAllRequest:
     config: AllStagesConfig = field(default_factory=AllStagesConfig)
     recipe: str | None = DEFAULT_RECIPE
     overrides: tuple[str, ...] = ()
+    kind: str | None = None
+    """Model kind (None: the resumed run's, else ``latent_grid``)."""
+
+    def resolved_kind(self) -> str:
+        if self.kind is not None:
+            return self.kind
+        if self.resume and (self.out / STATE_FILE).is_file():
+            return str(read_state(self.out).get("kind", DEFAULT_KIND))
+        return DEFAULT_KIND
 
 
 def _budget(req: TrainAllRequest) -> Budget:
@@ -90,6 +102,18 @@ def validate(req: TrainAllRequest) -> tuple[Budget, str]:
         _check_eval_store(req.eval_data)
     if req.eval_episodes <= 0 or req.stability_frames < 0:
         raise FactoryError("--eval-episodes must be positive and --stability-frames >= 0")
+    kind = get_kind(req.resolved_kind()).name
+    if req.resume and read_state(req.out).get("kind", DEFAULT_KIND) != kind:
+        raise FactoryError(f"--resume: {req.out} trains another kind than --kind {kind}")
+    if kind == "object_state":
+        if not has_task_state(req.data):
+            raise FactoryError(
+                f"{req.data} has no object state (data/gt_state), which the object_state kind "
+                "learns from; for a pixels-only store use --kind latent_grid"
+            )
+        if req.overrides or req.recipe not in (None, DEFAULT_RECIPE):
+            raise FactoryError("--recipe and --set configure the latent_grid dynamics only")
+        return budget, device
     try:
         check_recipe(req.recipe, req.overrides)
     except ValueError as err:
@@ -123,6 +147,10 @@ def uses_task_head(req: TrainAllRequest, has_task_state: bool) -> bool:
 
 def shares_for(req: TrainAllRequest, has_task_state: bool) -> dict[str, float]:
     """Stage -> fraction of the budget, as the run will use them (printed at start)."""
+    kind = req.resolved_kind()
+    if kind == "object_state":
+        shares = dataclasses.replace(req.config.shares, kind=kind)
+        return budget_table(object_state_stages.STAGES, shares)
     stages = plan_stages(has_task_state, uses_task_head(req, has_task_state))
     return budget_table(stages, req.config.shares)
 
@@ -137,6 +165,12 @@ def run_train_all(req: TrainAllRequest, on_progress: AllProgressFn | None = None
     ``OUT/fidelity.json``; returns the summary (see :func:`summary`)."""
     budget, device = validate(req)
     data = load_episode_data(req.data)
+    if req.resolved_kind() == "object_state":
+        config: Any = _object_state_config(req, data)
+        result = run_all_stages(
+            data, req.out, config, budget, device, req.config, req.resume, on_progress
+        )
+        return _finish(req, result, device)
     if (req.out / "config.json").exists():
         config = read_config(req.out)
         check_fits(config, data)
@@ -153,7 +187,32 @@ def run_train_all(req: TrainAllRequest, on_progress: AllProgressFn | None = None
     result = run_all_stages(
         data, req.out, config, budget, device, stages_cfg, req.resume, on_progress
     )
-    del data
+    return _finish(req, result, device)
+
+
+def _object_state_config(req: TrainAllRequest, data: EpisodeData) -> ObjectStateConfig:
+    """The run's config (resumed) or a fresh one for the data's frame size."""
+    if (req.out / "config.json").exists():
+        config = read_config(req.out)
+        if not isinstance(config, ObjectStateConfig):
+            raise FactoryError(f"{req.out} holds a {config.kind} model, not object_state")
+    else:
+        base = ObjectStateConfig()
+        size = data.image_shape[:2]
+        config = dataclasses.replace(
+            base,
+            renderer=dataclasses.replace(base.renderer, image_size=size),
+            reader=dataclasses.replace(base.reader, image_size=size),
+        )
+    if tuple(config.image_shape) != data.image_shape:
+        raise FactoryError(
+            f"{req.data} holds {data.image_shape} frames, the model makes {config.image_shape}"
+        )
+    return config
+
+
+def _finish(req: TrainAllRequest, result: dict[str, Any], device: str) -> dict[str, Any]:
+    """Pack ``OUT/model``, evaluate it with ``--eval``, write the summary."""
     model_dir = req.out / MODEL_SUBDIR
     pack_model({p: req.out for p in read_config(req.out).parts}, model_dir, overwrite=True)
     result["model"] = str(model_dir)
@@ -184,9 +243,9 @@ def evaluate(req: TrainAllRequest, model_dir: Path, device: str) -> dict[str, An
 
 
 def headlines(fid: dict[str, Any]) -> dict[str, Any]:
-    """The fidelity numbers worth a glance: the autoencoder's, PSNR/IoU per horizon,
+    """The fidelity numbers worth a glance: the reconstruction's, PSNR/IoU per horizon,
     the probe's errors and whether the long rollout stayed sane."""
-    out: dict[str, Any] = {k: fid[k] for k in ("ae_psnr", "ae_iou") if k in fid}
+    out: dict[str, Any] = {k: fid[k] for k in ("recon_psnr", "recon_iou") if k in fid}
     for h, row in fid.get("horizons", {}).items():
         for key in ("psnr", "iou", "copy_psnr", "copy_iou", "block_err_px"):
             if key in row:

@@ -9,13 +9,16 @@
 #    --target and uses it through PYTHONPATH;
 # 2. collects the model card's training store (500 play + 150 expert episodes) and
 #    held-out store (40 play + 20 expert, the card's seeds) with one env worker per core;
-# 3. runs `factory train all` for MINUTES (default 6) on DEVICE (default cuda), packs the
-#    model and evaluates it on the held-out store;
-# 4. writes into OUT: model/ (5 files), fidelity.json, train_summary.json, train.log.
+# 3. runs `factory train all --kind KIND` (default object_state, the shipped kind; or
+#    latent_grid) for MINUTES (default 6) on DEVICE (default cuda), packs the model and
+#    evaluates it on the held-out store;
+# 4. writes into OUT: model/ (the kind's part files, config and provenance), fidelity.json,
+#    train_summary.json, train.log.
 #
 # Sizes can be overridden for a quick run (the CPU test does): PLAY_EPISODES, PLAY_STEPS,
 # EXPERT_EPISODES, EXPERT_STEPS, HELD_PLAY, HELD_EXPERT, HELD_STEPS, RESOLUTION,
-# EVAL_EPISODES, STABILITY_FRAMES, WORKERS, PYTHON, WORK (scratch, default /tmp/factory-gpu).
+# EVAL_EPISODES, STABILITY_FRAMES, WORKERS, KIND, PYTHON, WORK (scratch, default
+# /tmp/factory-gpu).
 set -euo pipefail
 OUT=$(realpath -m "${1:?usage: scripts/gpu_train.sh OUT [MINUTES]}")
 MINUTES=${2:-6}
@@ -24,6 +27,7 @@ WHEELHOUSE=$(realpath -m "${WHEELHOUSE:-$REPO/.wheelhouse}")
 WORK=$(realpath -m "${WORK:-/tmp/factory-gpu}")
 PY=${PYTHON:-python3}
 DEVICE=${DEVICE:-cuda}
+KIND=${KIND:-object_state}
 WORKERS=${WORKERS:-$(nproc)}
 PLAY_EPISODES=${PLAY_EPISODES:-500} PLAY_STEPS=${PLAY_STEPS:-200}
 EXPERT_EPISODES=${EXPERT_EPISODES:-150} EXPERT_STEPS=${EXPERT_STEPS:-300}
@@ -56,8 +60,8 @@ collect expert "$EXPERT_EPISODES" "$EXPERT_STEPS" 10000 "$WORK/train.zarr" --app
 collect play "$HELD_PLAY" "$HELD_STEPS" 100000 "$WORK/heldout.zarr"
 collect expert "$HELD_EXPERT" 300 200000 "$WORK/heldout.zarr" --append
 
-stamp "train all: $MINUTES min on $DEVICE"
-factory train all --data "$WORK/train.zarr" --out "$WORK/run" --minutes "$MINUTES" \
+stamp "train all ($KIND): $MINUTES min on $DEVICE"
+factory train all --kind "$KIND" --data "$WORK/train.zarr" --out "$WORK/run" --minutes "$MINUTES" \
     --device "$DEVICE" --eval "$WORK/heldout.zarr" --eval-episodes "$EVAL_EPISODES" \
     --stability-frames "$STABILITY_FRAMES" --json > "$OUT/train_summary.json"
 cp "$WORK/run/model/"* "$OUT/model/"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,11 @@ from factory.model import (
     WorldModelConfig,
     save_part,
 )
+from factory.model.object_state.config import ObjectStateConfig
+from factory.model.object_state.dynamics import ObjectDynamics
+from factory.model.object_state.model import ObjectStateModel
+from factory.model.object_state.reader import StateReader
+from factory.model.object_state.renderer import Sprite, SpriteRenderer
 
 
 def tiny_config(context: int = 3, action_dim: int = 2, size: int = 32) -> WorldModelConfig:
@@ -71,3 +77,56 @@ def assert_one_line_error(result: Any, *needles: str) -> None:
     assert len(text.splitlines()) == 1, text
     for needle in needles:
         assert needle in text, text
+
+
+def tiny_object_state_config(size: int = 32) -> ObjectStateConfig:
+    """An ``object_state`` config small enough to run a step in milliseconds."""
+    base = ObjectStateConfig()
+    return dataclasses.replace(
+        base,
+        dynamics=dataclasses.replace(base.dynamics, hidden=32, layers=2),
+        renderer=dataclasses.replace(base.renderer, image_size=(size, size)),
+        reader=dataclasses.replace(base.reader, image_size=(size, size), width=8),
+        name="tiny",
+    )
+
+
+def set_sprite(sprite: Sprite, rgb: torch.Tensor, opaque: torch.Tensor) -> None:
+    """Give a sprite colours ``rgb`` (3, S, S) in (0, 1) (or (3,) for one colour) and
+    alpha sigmoid(8) where ``opaque`` (S, S) is True, sigmoid(-8) elsewhere."""
+    n = sprite.alpha.shape[-1]
+    colour = rgb.reshape(3, 1, 1).expand(3, n, n) if rgb.dim() == 1 else rgb
+    with torch.no_grad():
+        sprite.rgb.copy_(torch.logit(colour.clamp(1e-4, 1 - 1e-4)))  # colour logits
+        sprite.alpha.copy_(torch.where(opaque, 8.0, -8.0)[None])
+
+
+def tiny_object_state_model(seed: int = 0, size: int = 32) -> ObjectStateModel:
+    """An :class:`ObjectStateModel` with all three parts and random, non-degenerate
+    weights: the block and agent sprites have opaque patches (frames are not blank) and
+    the block MLP's zero-initialised last layer is random."""
+    torch.manual_seed(seed)
+    cfg = tiny_object_state_config(size).with_parts("dynamics", "renderer", "reader")
+    dyn = ObjectDynamics(cfg.dynamics)
+    for p in dyn.block[-1].parameters():
+        torch.nn.init.normal_(p, std=0.5)
+    ren = SpriteRenderer(cfg.renderer)
+    for sprite, lo, hi in ((ren.block, 0.3, 0.7), (ren.agent, 0.25, 0.75)):
+        n = sprite.alpha.shape[-1]
+        a, b = round(lo * n), round(hi * n)
+        opaque = torch.zeros(n, n, dtype=torch.bool)
+        opaque[a:b, a:b] = True
+        set_sprite(sprite, torch.rand(3, n, n) * 0.9 + 0.05, opaque)
+    reader = StateReader(cfg.reader, board=cfg.renderer.board)
+    return ObjectStateModel(cfg, dynamics=dyn, renderer=ren, reader=reader).eval()
+
+
+def write_tiny_object_state_dir(path: Path, seed: int = 0) -> Path:
+    """Save a tiny object_state model's three parts into ``path`` (a model directory)."""
+    model = tiny_object_state_model(seed)
+    cfg: Any = model.config
+    parts = {"dynamics": model.dynamics, "renderer": model.renderer, "reader": model.reader}
+    for name, module in parts.items():
+        assert module is not None
+        cfg = save_part(path, name, module, cfg, steps=1, wall_s=0.0, data="tests")
+    return path

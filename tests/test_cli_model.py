@@ -87,7 +87,7 @@ def test_eval_fidelity_json(store: Path, tiny_dir: Path, tmp_path: Path) -> None
         ]
     )
     result = json.loads(out)
-    assert {"ae_psnr", "ae_iou", "horizons", "stability"} <= set(result)
+    assert {"recon_psnr", "recon_iou", "horizons", "stability"} <= set(result)
     assert set(result["horizons"]) == {"1", "10", "50", "100"}
     row = result["horizons"]["10"]
     assert {"psnr", "ssim", "iou", "agent_iou", "block_err_px", "angle_err_deg", "copy_iou"} <= set(

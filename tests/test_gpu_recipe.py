@@ -101,14 +101,16 @@ def test_gpu_recipe_on_cpu_in_a_clean_venv(tmp_path: Path) -> None:
     # the budget bounds the optimisation loops; each stage's set-up and held-out metrics
     # come on top (about as long again at 1 minute on this CPU, small on a GPU)
     assert sum(s["wall_s"] for s in summary["stages"].values()) < 3 * 60
-    assert {"ae_psnr", "h10_psnr"} <= set(summary["fidelity"])
+    assert {"recon_psnr", "h10_psnr"} <= set(summary["fidelity"])
     assert "horizons" in json.loads((out / "fidelity.json").read_text())
-    # the dynamics' task head reads the block pose, so no image probe is trained
+    # the recipe trains the shipped kind, object_state: dynamics, reader and renderer
+    assert json.loads((out / "model" / "config.json").read_text())["kind"] == "object_state"
     assert sorted(f.name for f in (out / "model").iterdir()) == [
-        "autoencoder.safetensors",
         "config.json",
         "dynamics.safetensors",
         "provenance.json",
+        "reader.safetensors",
+        "renderer.safetensors",
     ]
     files = [f for f in out.rglob("*") if f.is_file()]
     assert len(files) <= 8 and max(f.stat().st_size for f in files) < 16 * 2**20

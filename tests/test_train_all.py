@@ -62,7 +62,7 @@ def test_summary_and_outputs(trained: tuple[Path, dict[str, Any]]) -> None:
     assert steps == {"autoencoder": 1, "dynamics": 3, "heads": 1, "decoder": 1}
     assert sum(summary["shares"].values()) == pytest.approx(1.0)
     fid = json.loads((out / "fidelity.json").read_text())
-    assert summary["fidelity"]["ae_psnr"] == fid["ae_psnr"]
+    assert summary["fidelity"]["recon_psnr"] == fid["recon_psnr"]
     assert "h10_psnr" in summary["fidelity"] and "stability_nan" in summary["fidelity"]
     model = load_model_dir(out / "model")
     assert model.dynamics is not None and model.dynamics.task_head is not None

@@ -1,4 +1,4 @@
-"""The ``World`` contract: the ground truth and the world model both pass the same suite."""
+"""The ``World`` contract: the ground truth and both world-model kinds pass the same suite."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 import pytest
-from factories import tiny_world_model
+from factories import tiny_object_state_model, tiny_world_model
 
 from factory.envs import make_world
 from factory.envs.model_world import ModelWorld
@@ -25,7 +25,15 @@ def _model() -> World:
     return ModelWorld(tiny_world_model(), batch_size=B, seed=0)
 
 
-BACKENDS: dict[str, Callable[[], World]] = {"ground_truth": _ground_truth, "model": _model}
+def _object_state_model() -> World:
+    return ModelWorld(tiny_object_state_model(), batch_size=B, seed=0)
+
+
+BACKENDS: dict[str, Callable[[], World]] = {
+    "ground_truth": _ground_truth,
+    "model": _model,
+    "object_state_model": _object_state_model,
+}
 
 
 @pytest.fixture(params=sorted(BACKENDS))

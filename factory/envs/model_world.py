@@ -1,9 +1,11 @@
 """``ModelWorld``: the ``World`` interface over the learned world model.
 
 Initial configurations (a seed or an explicit config) are rendered by the ground-truth
-env, as a real robot's first camera frame would be; from then on only the model runs.
-The robot state comes from the dynamics' state head, the task state from the state probe,
-and the score from the task's geometry applied to the probe's estimate.
+env, as a real robot's first camera frame would be, and its exact state is passed along
+(a kind that models the state starts from it; a pixel kind starts from the frame); from
+then on only the model runs. The robot and task state are the model's own (the latent
+kind's heads or probe, the object-state kind's state), and the score is the task's
+geometry applied to the model's task state.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import numpy as np
 from factory.envs import make_world
 from factory.envs.scoring import scorer_for
 from factory.errors import FactoryError
-from factory.model import WorldModel
+from factory.model.protocol import RolloutModel
 from factory.world import World, WorldObs, WorldSpec
 
 
@@ -29,7 +31,7 @@ class ModelWorld:
 
     def __init__(
         self,
-        model: WorldModel,
+        model: RolloutModel,
         *,
         world: str = "pusht",
         batch_size: int = 1,
@@ -51,9 +53,8 @@ class ModelWorld:
         self.model_id = model_id
         self._seed = seed
         self._score = scorer_for(world)
-        dyn = model.dynamics
-        self.task_reader = "task_head" if dyn is not None and dyn.task_head else "probe"
-        """Which part reads the task state: ``task_head`` or ``probe``."""
+        self.task_reader = model.task_reader
+        """Which part gives the task state: ``task_head``, ``probe`` or ``state``."""
         self._low = np.asarray(base.action_low, np.float32)
         self._high = np.asarray(base.action_high, np.float32)
 
@@ -61,38 +62,50 @@ class ModelWorld:
         """Render the initial frames with the ground truth and start the model from them."""
         first = self.renderer.reset(seeds=seeds, configs=configs)
         salt = 0 if seeds is None else int(np.asarray(seeds, np.int64).sum())
-        return self.reset_from_context(first.frames[:, None], None, seed=self._seed + salt)
+        return self.reset_from_context(
+            first.frames[:, None], None, seed=self._seed + salt, states=world_state(first)
+        )
 
     def reset_from_context(
-        self, frames: np.ndarray, actions: np.ndarray | None, seed: int | None = None
+        self,
+        frames: np.ndarray,
+        actions: np.ndarray | None,
+        seed: int | None = None,
+        states: np.ndarray | None = None,
     ) -> WorldObs:
-        """Start from real context: frames (B, K', H, W, 3) uint8, actions (B, K'-1, A).
+        """Start from real context: frames (B, K', H, W, 3) uint8, actions (B, K'-1, A),
+        and, where known, the world states (B, K', S) of those frames.
 
         Returns the observation at the last context frame, with the model's own reading of
-        the robot and task state (the probe's).
+        the robot and task state.
         """
         if frames.shape[0] != self.batch_size:
             raise FactoryError(
                 f"expected {self.batch_size} context rollouts, got {frames.shape[0]}"
             )
-        self.model.start(frames, actions, seed=self._seed if seed is None else seed)
-        last = frames[:, -1]
-        agent, block = self.model.probe_frames(last)
-        return self._obs(last, agent, block)
+        seed = self._seed if seed is None else seed
+        self.model.start(frames, actions, seed=seed, states=states)
+        agent, block = self.model.last_reading()
+        return self._obs(frames[:, -1], agent, block)
 
     def start_slots(
-        self, slots: np.ndarray | list[int], frames: np.ndarray, actions: np.ndarray | None
+        self,
+        slots: np.ndarray | list[int],
+        frames: np.ndarray,
+        actions: np.ndarray | None,
+        states: np.ndarray | None = None,
     ) -> WorldObs:
         """Restart only rows ``slots`` (n,) from real context; the other rows go on.
 
-        frames: (n, K', H, W, 3) uint8; actions: (n, K'-1, A) or None. Needs a running
-        rollout (:meth:`reset` or :meth:`reset_from_context`). Returns the n restarted
-        rows' observations at their last context frame (probe readings), in slot order.
+        frames: (n, K', H, W, 3) uint8; actions: (n, K'-1, A) or None; states (n, K', S)
+        or None. Needs a running rollout (:meth:`reset` or :meth:`reset_from_context`).
+        Returns the n restarted rows' observations at their last context frame (the
+        model's own readings), in slot order.
         """
-        self.model.start_slots(slots, frames, actions)
-        last = frames[:, -1]
-        agent, block = self.model.probe_frames(last)
-        return self._obs(last, agent, block)
+        self.model.start_slots(slots, frames, actions, states=states)
+        rows = [int(r) for r in np.asarray(slots, np.int64).reshape(-1)]
+        agent, block = self.model.last_reading(rows)
+        return self._obs(frames[:, -1], agent, block)
 
     def keep_slots(self, slots: np.ndarray | list[int]) -> None:
         """Keep only rows ``slots`` (in that order); the batch shrinks to ``len(slots)``."""
@@ -126,3 +139,9 @@ class ModelWorld:
 
     def close(self) -> None:
         self.renderer.close()
+
+
+def world_state(obs: WorldObs) -> np.ndarray:
+    """(B, 1, S) world state of a ground-truth observation: robot state, then task state
+    (PushT: agent x, y, block x, y, angle), as one context step."""
+    return np.concatenate([obs.state, obs.task_state], axis=1).astype(np.float32)[:, None]

@@ -1,8 +1,14 @@
 """Frame and task-state fidelity of a world model against ground-truth episodes (DESIGN §4).
 
-Open-loop replay: each held-out episode's first ``context`` real frames start the model,
-its real actions drive it, and the generated frame at horizon ``h`` is compared with the
-real frame ``h`` steps after the last context frame, beside the copy-last-frame baseline.
+Open-loop replay: each held-out episode's first ``context`` real frames (and their world
+states, which a state kind starts from exactly) start the model, its real actions drive
+it, and the generated frame at horizon ``h`` is compared with the real frame ``h`` steps
+after the last context frame, beside the copy-last-frame baseline. The block error at
+each horizon is the model's own task state at that step (a state kind's state, the latent
+kind's task head or probe) against the real block.
+
+This replay calls the rollout directly rather than through the episode runner: it feeds
+known actions open loop (``step_many``) and needs no policy, reset or scoring.
 
 Shapes: ``E`` episodes, ``K`` context frames, ``T`` horizon, ``H, W`` image size.
 """
@@ -16,7 +22,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from factory.eval import metrics as m
-from factory.model import WorldModel
+from factory.eval.task_state import real_block_pose
+from factory.model.protocol import RolloutModel
 from factory.store import EpisodeStore
 
 log = logging.getLogger(__name__)
@@ -26,12 +33,19 @@ HORIZONS = (1, 10, 50, 100)
 @dataclass(frozen=True)
 class ReplaySet:
     """Real windows to replay: frames (E, K+T, H, W, 3) uint8, actions (E, K+T, A) float32,
-    gt_state (E, K+T, 3) float32 (PushT block x, y, angle)."""
+    gt_state (E, K+T, 3) float32 (PushT block x, y, angle), state (E, K+T, 2) the agent."""
 
     frames: np.ndarray
     actions: np.ndarray
     gt_state: np.ndarray
     context: int
+    state: np.ndarray | None = None
+
+    def world_states(self) -> np.ndarray | None:
+        """(E, K+T, S) agent + block states, or None without the agent state."""
+        if self.state is None:
+            return None
+        return np.concatenate([self.state[..., :2], self.gt_state], axis=-1).astype(np.float32)
 
 
 def replay_set(store: EpisodeStore, episodes: int, context: int, horizon: int) -> ReplaySet:
@@ -45,42 +59,71 @@ def replay_set(store: EpisodeStore, episodes: int, context: int, horizon: int) -
             f"{store.path} has no episode of at least {need} steps for horizon {horizon}"
         )
     eps = [store.episode(i) for i in chosen]
+    has_state = "state" in store.schema.keys
     return ReplaySet(
         frames=np.stack([e["image"][:need] for e in eps]),
         actions=np.stack([e["action"][:need] for e in eps]).astype(np.float32),
         gt_state=np.stack([e["gt_state"][:need] for e in eps]).astype(np.float32),
         context=context,
+        state=np.stack([e["state"][:need] for e in eps]).astype(np.float32) if has_state else None,
     )
 
 
-def rollout_replay(model: WorldModel, rs: ReplaySet, seed: int = 0) -> np.ndarray:
-    """Generated frames (E, T, H, W, 3) uint8 for real actions from real context."""
+@dataclass(frozen=True)
+class Replayed:
+    """A replay's output: frames (E, T, H, W, 3) uint8, task_state (E, T, 3) float32 (the
+    model's own block pose at every step)."""
+
+    frames: np.ndarray
+    task_state: np.ndarray
+
+
+def rollout_replay(
+    model: RolloutModel, rs: ReplaySet, seed: int = 0, from_frames: bool = False
+) -> Replayed:
+    """Replay real actions from real context (and its states, unless ``from_frames``)."""
     k = rs.context
-    model.start(rs.frames[:, :k], rs.actions[:, : k - 1], seed=seed)
+    states = None if from_frames else rs.world_states()
+    model.start(
+        rs.frames[:, :k], rs.actions[:, : k - 1], seed=seed,
+        states=None if states is None else states[:, :k],
+    )  # fmt: skip
     steps = model.step_many(rs.actions[:, k - 1 : rs.frames.shape[1] - 1])
-    return np.stack([s.frames for s in steps], axis=1)
+    frames = np.stack([s.frames for s in steps], axis=1)
+    if all(s.task_state is not None for s in steps):
+        task = np.stack([np.asarray(s.task_state) for s in steps], axis=1)
+    else:
+        flat = frames.reshape(-1, *frames.shape[2:])
+        task = real_block_pose(model, flat).reshape(*frames.shape[:2], -1)
+    return Replayed(frames=frames, task_state=task.astype(np.float32))
 
 
 def horizon_metrics(
-    model: WorldModel, rs: ReplaySet, generated: np.ndarray, horizons: Sequence[int] = HORIZONS
+    rs: ReplaySet, replayed: Replayed, horizons: Sequence[int] = HORIZONS
 ) -> dict[str, dict[str, float]]:
-    """Per-horizon {psnr, ssim, iou, agent_iou, block_err_px, angle_err_deg, copy_*}."""
+    """Per-horizon {psnr, ssim, iou, agent_iou, block_err_px (mean), block_err_px_median,
+    angle_err_deg (mean), angle_err_deg_median, copy_*}."""
     k = rs.context
+    generated = replayed.frames
     last_context = rs.frames[:, k - 1]
     result: dict[str, dict[str, float]] = {}
     for h in horizons:
         if h > generated.shape[1]:
             continue
         gen, real = generated[:, h - 1], rs.frames[:, k - 1 + h]
-        _, block = model.probe_frames(gen)
+        block = replayed.task_state[:, h - 1]
         truth = rs.gt_state[:, k - 1 + h]
+        pos = m.position_error(block[:, :2], truth[:, :2])
+        ang = m.angle_error_deg(block[:, 2], truth[:, 2])
         result[str(h)] = {
             "psnr": m.psnr(gen, real),
             "ssim": m.ssim(gen, real),
             "iou": _mean_iou(m.t_mask(gen), m.t_mask(real)),
             "agent_iou": _mean_iou(m.agent_mask(gen), m.agent_mask(real)),
-            "block_err_px": float(m.position_error(block[:, :2], truth[:, :2]).mean()),
-            "angle_err_deg": float(m.angle_error_deg(block[:, 2], truth[:, 2]).mean()),
+            "block_err_px": float(pos.mean()),
+            "block_err_px_median": float(np.median(pos)),
+            "angle_err_deg": float(ang.mean()),
+            "angle_err_deg_median": float(np.median(ang)),
             "copy_psnr": m.psnr(last_context, real),
             "copy_iou": _mean_iou(m.t_mask(last_context), m.t_mask(real)),
             "copy_agent_iou": _mean_iou(m.agent_mask(last_context), m.agent_mask(real)),
@@ -93,15 +136,23 @@ def _mean_iou(pred: np.ndarray, true: np.ndarray) -> float:
     return float(np.mean([m.iou(p, t) for p, t in zip(pred, true, strict=True)]))
 
 
-def autoencoder_metrics(model: WorldModel, frames: np.ndarray) -> dict[str, float]:
-    """Reconstruction PSNR and T/agent IoU of frames (N, H, W, 3) uint8."""
+def reconstruction_metrics(
+    model: RolloutModel, frames: np.ndarray, states: np.ndarray | None
+) -> dict[str, float | str]:
+    """PSNR and T/agent IoU of the model's own re-rendering of real frames (N, H, W, 3)
+    uint8 (``recon_of``: the latent kind's autoencoder; a state kind's renderer at the
+    true states (N, S))."""
     recon = np.concatenate(
-        [model.decode(model.encode(frames[i : i + 64])) for i in range(0, len(frames), 64)]
+        [
+            model.reconstruct(frames[i : i + 64], None if states is None else states[i : i + 64])
+            for i in range(0, len(frames), 64)
+        ]
     )
     return {
-        "ae_psnr": m.psnr(recon, frames),
-        "ae_iou": _mean_iou(m.t_mask(recon), m.t_mask(frames)),
-        "ae_agent_iou": _mean_iou(m.agent_mask(recon), m.agent_mask(frames)),
+        "recon_of": model.reconstructs,
+        "recon_psnr": m.psnr(recon, frames),
+        "recon_iou": _mean_iou(m.t_mask(recon), m.t_mask(frames)),
+        "recon_agent_iou": _mean_iou(m.agent_mask(recon), m.agent_mask(frames)),
     }
 
 
@@ -182,8 +233,8 @@ def block_found(t_mask: np.ndarray, block_pose: np.ndarray, tol_px: float = 40.0
 ProgressFn = Callable[[int, int], None]
 
 
-def probe_metrics(model: WorldModel, store: EpisodeStore, stride: int = 5) -> dict[str, float]:
-    """The probe's errors on real frames: every ``stride``-th frame of every episode.
+def probe_metrics(model: RolloutModel, store: EpisodeStore, stride: int = 5) -> dict[str, float]:
+    """The reader's errors on real frames: every ``stride``-th frame of every episode.
 
     Returns mean/p95 agent and block position error (board px), mean angle error (deg)
     and the number of frames.
@@ -195,17 +246,21 @@ def probe_metrics(model: WorldModel, store: EpisodeStore, stride: int = 5) -> di
         state.append(ep["state"][::stride])
         gt.append(ep["gt_state"][::stride])
     real = np.concatenate(frames)
-    reads = [model.probe_frames(real[i : i + 256]) for i in range(0, len(real), 256)]
+    reads = [model.read_frames(real[i : i + 256]) for i in range(0, len(real), 256)]
     agent_all = np.concatenate([a for a, _ in reads])
     block_all = np.concatenate([b for _, b in reads])
     true_agent, true_block = np.concatenate(state)[:, :2], np.concatenate(gt)
     agent_err = m.position_error(agent_all, true_agent)
     block_err = m.position_error(block_all[:, :2], true_block[:, :2])
+    angle_err = m.angle_error_deg(block_all[:, 2], true_block[:, 2])
     return {
         "frames": len(real),
         "agent_err_px": float(agent_err.mean()),
         "agent_err_px_p95": float(np.percentile(agent_err, 95)),
         "block_err_px": float(block_err.mean()),
+        "block_err_px_median": float(np.median(block_err)),
         "block_err_px_p95": float(np.percentile(block_err, 95)),
-        "angle_err_deg": float(m.angle_error_deg(block_all[:, 2], true_block[:, 2]).mean()),
+        "angle_err_deg": float(angle_err.mean()),
+        "angle_err_deg_median": float(np.median(angle_err)),
+        "agent_err_px_median": float(np.median(agent_err)),
     }

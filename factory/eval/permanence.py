@@ -21,8 +21,8 @@ import numpy as np
 
 from factory.envs import pusht_geometry as geo
 from factory.eval import metrics as m
-from factory.eval.task_state import generated_block_pose, real_block_pose
-from factory.model import WorldModel
+from factory.eval.task_state import generated_block_pose
+from factory.model.protocol import RolloutModel
 from factory.store import EpisodeStore
 
 log = logging.getLogger(__name__)
@@ -56,6 +56,9 @@ class PermanenceStarts:
     actions: np.ndarray
     agent: np.ndarray
     where: np.ndarray
+    states: np.ndarray | None = None
+    """(N, K, S) the context frames' world states (agent + block), which a state kind
+    starts from."""
 
 
 def candidate_starts(
@@ -102,38 +105,41 @@ def choose_starts(
         return None
     picks = np.unique(np.linspace(0, len(pool) - 1, min(cfg.starts, len(pool))).astype(np.int64))
     chosen = [pool[j] for j in picks]
-    frames, actions, agent = [], [], []
+    frames, actions, agent, states = [], [], [], []
     for i, t in chosen:
         ep = store.episode(i)
         lo = t - context + 1
         frames.append(ep["image"][lo : t + 1])
         actions.append(np.asarray(ep["action"][lo:t], np.float32))
         agent.append(np.asarray(ep["state"][t, :2], np.float32))
+        states.append(np.concatenate([ep["state"][lo : t + 1, :2], ep["gt_state"][lo : t + 1]], 1))
     return PermanenceStarts(
         frames=np.stack(frames),
         actions=np.stack(actions),
         agent=np.stack(agent),
         where=np.asarray(chosen, np.int64),
+        states=np.stack(states).astype(np.float32),
     )
 
 
 def run_permanence(
-    model: WorldModel, starts: PermanenceStarts, cfg: PermanenceConfig = PermanenceConfig()
+    model: RolloutModel, starts: PermanenceStarts, cfg: PermanenceConfig = PermanenceConfig()
 ) -> dict[str, Any]:
     """Roll every start ``cfg.steps`` steps with the agent held still; the summary dict.
 
     Keys: ``starts``, ``steps``, ``iou_<h>`` (mean T-mask IoU of step h against the start
     frame) for each horizon, ``iou_<steps>_min``, ``block_drift_px`` and
     ``angle_drift_deg`` (median over starts of the model's block reading at the last step
-    against its reading of the start frame), ``block_drift_px_max``, ``agent_drift_px``
+    against its own reading at the start, :meth:`last_reading`), ``block_drift_px_max``,
+    ``agent_drift_px``
     (median distance of the dynamics' agent state from the commanded position) and
     ``where`` ([episode, frame] of each start).
     """
     start = starts.frames[:, -1]
     start_mask = m.t_mask(start)
-    start_pose = real_block_pose(model, start)
     hold = starts.agent.astype(np.float32)
-    model.start(starts.frames, starts.actions, seed=cfg.seed)
+    model.start(starts.frames, starts.actions, seed=cfg.seed, states=starts.states)
+    start_pose = model.last_reading()[1]
     ious: dict[int, np.ndarray] = {}
     out = None
     for step in range(1, cfg.steps + 1):
@@ -156,7 +162,10 @@ def run_permanence(
 
 
 def permanence_metrics(
-    model: WorldModel, store: EpisodeStore, context: int, cfg: PermanenceConfig = PermanenceConfig()
+    model: RolloutModel,
+    store: EpisodeStore,
+    context: int,
+    cfg: PermanenceConfig = PermanenceConfig(),
 ) -> dict[str, Any]:
     """:func:`choose_starts` then :func:`run_permanence`; ``{"starts": 0}`` when the store
     has no qualifying start (logged)."""

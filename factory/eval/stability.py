@@ -10,7 +10,7 @@ import numpy as np
 from factory.envs.model_world import ModelWorld
 from factory.eval import metrics as m
 from factory.eval.fidelity import StabilityStats
-from factory.model import WorldModel
+from factory.model.protocol import RolloutModel
 from factory.record.runner import EpisodeRunner, EpisodeSpec
 from factory.world import WorldObs
 
@@ -18,7 +18,7 @@ Progress = Callable[[str, int, int], None]
 
 
 def stability_run(
-    model: WorldModel,
+    model: RolloutModel,
     model_id: str,
     reference: np.ndarray,
     frames: int,

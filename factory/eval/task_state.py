@@ -1,8 +1,9 @@
 """The one place evaluation reads the task state (PushT: the block pose) from the model.
 
-A model whose dynamics has a task head (``dynamics.task_dim`` > 0) reads the block pose off
-latents: a rollout step's own reading (``StepOutput.task_state``), and real frames through
-the encoder (:meth:`WorldModel.probe_frames`). Otherwise the image probe reads frames.
+A rollout step carries the model's own reading (``StepOutput.task_state``: the latent
+kind's task head or probe, the object-state kind's state); real frames go through the
+model's frame reader (``read_frames``: the task head through the encoder, the probe, or
+the object-state reader).
 """
 
 from __future__ import annotations
@@ -11,27 +12,21 @@ from typing import Any
 
 import numpy as np
 
-from factory.model import WorldModel
+from factory.model.protocol import RolloutModel
 from factory.model.world_model import StepOutput
 
 
-def real_block_pose(model: WorldModel, frames: np.ndarray, batch: int = 256) -> np.ndarray:
+def real_block_pose(model: RolloutModel, frames: np.ndarray, batch: int = 256) -> np.ndarray:
     """Block pose (N, 3) float32 (x, y board px; angle rad) of real frames (N, H, W, 3)."""
-    out = [model.probe_frames(frames[i : i + batch])[1] for i in range(0, len(frames), batch)]
+    out = [model.read_frames(frames[i : i + batch])[1] for i in range(0, len(frames), batch)]
     return np.concatenate(out) if out else np.zeros((0, 3), np.float32)
 
 
-def generated_block_pose(model: WorldModel, out: StepOutput) -> np.ndarray:
+def generated_block_pose(model: RolloutModel, out: StepOutput) -> np.ndarray:
     """Block pose (B, 3) float32 of one rollout step's output (the model's own reading)."""
     if out.task_state is not None:
         return np.asarray(out.task_state, np.float32)
     return real_block_pose(model, out.frames)
-
-
-def reader_name(model: WorldModel) -> str:
-    """Which part reads the task state: ``task_head`` or ``probe``."""
-    dyn = model.dynamics
-    return "task_head" if dyn is not None and dyn.task_head is not None else "probe"
 
 
 def probe_real_summary(probe: dict[str, Any], reader: str = "probe") -> dict[str, Any]:

@@ -5,8 +5,8 @@ generator closed-loop on what the model returns: the frame, the robot state from
 dynamics' state head and the block pose from the state probe (``ModelWorld`` fills them).
 When a slot's episode ends (its step budget, or the probe's success when the job asks to
 stop on success), the episode is yielded and the slot restarts at once with the next job
-(:meth:`WorldModel.start_slots`); when the jobs run out, finished slots are dropped
-(:meth:`WorldModel.keep_slots`) so the tail runs on a smaller batch.
+(:meth:`RolloutModel.start_slots`); when the jobs run out, finished slots are dropped
+(:meth:`RolloutModel.keep_slots`) so the tail runs on a smaller batch.
 
 The model's sampling noise is one seeded stream per engine run, shared by the batch rows,
 so a generated episode's frames depend on its batch neighbours; its actions depend only on
@@ -24,10 +24,10 @@ from typing import Any
 import numpy as np
 
 from factory.envs import make_world
-from factory.envs.model_world import ModelWorld
+from factory.envs.model_world import ModelWorld, world_state
 from factory.errors import FactoryError
 from factory.gen.jobs import GeneratedEpisode, GenJob, SlotGenerator
-from factory.model import WorldModel
+from factory.model.protocol import RolloutModel
 from factory.record.recorder import EpisodeRecorder
 from factory.world import Observation, World
 
@@ -39,12 +39,14 @@ MakeGenerator = Callable[..., SlotGenerator]
 
 @dataclass(frozen=True)
 class _Init:
-    """A job's context: frames (K', H, W, 3) uint8, actions (K'-1, A) or None, provenance."""
+    """A job's context: frames (K', H, W, 3) uint8, actions (K'-1, A) or None, world
+    states (K', S) where known, provenance."""
 
     frames: np.ndarray
     actions: np.ndarray | None
     kind: str  # "seed" | "config" | "store"
     extra: dict[str, Any] = field(default_factory=dict)
+    states: np.ndarray | None = None
 
 
 class _Slot:
@@ -80,7 +82,7 @@ class _Slot:
             task=world.spec.task,
             world=world.spec.name,
             extra={
-                "task_state": getattr(world, "task_reader", "probe"),
+                "task_state": world.task_reader,
                 "initial": self.init.kind,
                 **self.init.extra,
                 **self.job.extra,
@@ -97,7 +99,7 @@ class RolloutEngine:
 
     def __init__(
         self,
-        model: WorldModel,
+        model: RolloutModel,
         make_generator: MakeGenerator,
         *,
         batch_size: int = 16,
@@ -143,10 +145,13 @@ class RolloutEngine:
         b = self.batch_size
         first = inits[0]
         self.world.batch_size = b  # a previous run may have shrunk it
+
+        def rep(x: np.ndarray | None) -> np.ndarray | None:
+            return None if x is None else np.repeat(x[None], b, axis=0)
+
+        frames = np.repeat(first.frames[None], b, axis=0)
         self.world.reset_from_context(
-            np.repeat(first.frames[None], b, axis=0),
-            None if first.actions is None else np.repeat(first.actions[None], b, axis=0),
-            seed=self.seed,
+            frames, rep(first.actions), seed=self.seed, states=rep(first.states)
         )
         if len(jobs) < b:
             self.world.keep_slots(list(range(len(jobs))))
@@ -177,14 +182,17 @@ class RolloutEngine:
         """Restart ``rows`` with ``jobs`` (grouped by context shape); their new slots."""
         inits = inits or [self._initial(j) for j in jobs]
         slots: dict[int, _Slot] = {}
-        groups: dict[tuple[int, bool], list[int]] = {}
+        groups: dict[tuple[int, bool, bool], list[int]] = {}
         for i, init in enumerate(inits):
-            groups.setdefault((len(init.frames), init.actions is None), []).append(i)
+            key = (len(init.frames), init.actions is None, init.states is None)
+            groups.setdefault(key, []).append(i)
         for members in groups.values():
             frames = np.stack([inits[i].frames for i in members])
             acts = [inits[i].actions for i in members]
             actions = None if acts[0] is None else np.stack(acts)  # type: ignore[arg-type]
-            obs = self.world.start_slots([rows[i] for i in members], frames, actions)
+            sts = [inits[i].states for i in members]
+            states = None if sts[0] is None else np.stack(sts)  # type: ignore[arg-type]
+            obs = self.world.start_slots([rows[i] for i in members], frames, actions, states)
             for k, i in enumerate(members):
                 gen = self.make_generator(jobs[i].generator, **jobs[i].generator_params)
                 slots[i] = _Slot(jobs[i], gen, obs.item(k), inits[i])
@@ -197,7 +205,8 @@ class RolloutEngine:
             if frames.ndim != 4 or len(frames) < 1:
                 raise FactoryError(f"context frames must be (K', H, W, 3), got {frames.shape}")
             acts = job.context_actions
-            return _Init(frames, None if acts is None or len(frames) == 1 else acts, "store")
+            acts = None if acts is None or len(frames) == 1 else acts
+            return _Init(frames, acts, "store", states=job.context_states)
         if job.config is not None:
             obs = self.renderer.reset(configs=np.asarray(job.config, np.float64)[None])
             kind = "config"
@@ -205,7 +214,7 @@ class RolloutEngine:
             obs = self.renderer.reset(seeds=np.array([job.seed]))
             kind = "seed"
         config = [float(v) for v in (*obs.state[0], *obs.task_state[0])]
-        return _Init(obs.frames[:1], None, kind, {"initial_config": config})
+        return _Init(obs.frames[:1], None, kind, {"initial_config": config}, world_state(obs)[0])
 
     def close(self) -> None:
         self.world.close()

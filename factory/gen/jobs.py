@@ -18,7 +18,8 @@ class GenJob:
     """One episode to generate.
 
     The initial frame comes from ``context_frames`` (K', H, W, 3) uint8 with
-    ``context_actions`` (K'-1, A) when given (real frames from a store), otherwise from the
+    ``context_actions`` (K'-1, A) when given (real frames from a store; ``context_states``
+    (K', S) their world states where the store has them), otherwise from the
     ground-truth env's reset to ``config`` (C,) or, without one, to ``seed``. The generator
     is ``generator`` built with ``generator_params``; ``params_extra`` (e.g. a replay's
     perturbation) joins its recorded parameters and ``extra`` the episode's ``meta.extra``.
@@ -32,6 +33,7 @@ class GenJob:
     config: np.ndarray | None = None
     context_frames: np.ndarray | None = None
     context_actions: np.ndarray | None = None
+    context_states: np.ndarray | None = None
     params_extra: dict[str, Any] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
 

@@ -2,10 +2,9 @@
 
 A model directory holds::
 
-    config.json                 WorldModelConfig (format key, per-part configs, parts list)
-    autoencoder.safetensors     weights and buffers of each present part
-    dynamics.safetensors
-    probe.safetensors
+    config.json                 the kind's config (format and kind keys, per-part configs,
+                                parts list); see factory.model.registry
+    <part>.safetensors          weights and buffers of each present part
     provenance.json             data path, git commit, steps and wall time per part
     <part>.optim.safetensors    training state for resume: optimiser tensors, torch RNG
     <part>.state.json           step, elapsed time, optimiser param groups, numpy RNG
@@ -29,34 +28,31 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from factory.errors import ModelError
-from factory.model.autoencoder import Autoencoder
-from factory.model.config import FORMAT, WorldModelConfig
-from factory.model.dynamics import Dynamics
-from factory.model.probe import StateProbe
-from factory.model.world_model import WorldModel
+from factory.model.config import FORMAT
+from factory.model.registry import DEFAULT_KIND, get_kind, kind_of
 
 log = logging.getLogger(__name__)
 
-PARTS = ("autoencoder", "dynamics", "probe")
-PART_FIELDS: dict[str, tuple[str, ...]] = {
-    "autoencoder": ("autoencoder",),
-    "dynamics": ("dynamics", "consistency"),
-    "probe": ("probe",),
-}
-"""The config sections that belong to each part."""
+PARTS = ("autoencoder", "dynamics", "probe", "reader", "renderer")
+"""Every part name any registered kind uses (each kind's own list: ``kind_of(cfg).parts``)."""
 CONFIG_FILE = "config.json"
 PROVENANCE_FILE = "provenance.json"
 
 
-def build_part(name: str, config: WorldModelConfig) -> nn.Module:
-    """A freshly initialised part module from its config."""
-    if name == "autoencoder":
-        return Autoencoder(config.autoencoder)
-    if name == "dynamics":
-        return Dynamics(config.dynamics, config.consistency)
-    if name == "probe":
-        return StateProbe(config.probe)
-    raise ModelError(f"unknown model part {name!r}; expected one of {', '.join(PARTS)}")
+def build_part(name: str, config: Any) -> nn.Module:
+    """A freshly initialised part module of the config's kind."""
+    return kind_of(config).build_part(name, config)
+
+
+def part_fields(config: Any, part: str) -> tuple[str, ...]:
+    """The config sections that belong to ``part`` in the config's kind."""
+    fields = kind_of(config).part_fields
+    if part not in fields:
+        raise ModelError(
+            f"unknown {kind_of(config).name} part {part!r}; expected one of "
+            f"{', '.join(sorted(fields))}"
+        )
+    return fields[part]
 
 
 def _atomic_write_text(path: Path, text: str) -> None:
@@ -73,8 +69,9 @@ def _atomic_save_tensors(
     os.replace(tmp, path)
 
 
-def read_config(model_dir: str | Path) -> WorldModelConfig:
-    """The directory's config; ModelError when missing or foreign."""
+def read_config(model_dir: str | Path) -> Any:
+    """The directory's config (its kind's config class); ModelError when missing or
+    foreign. A config without ``kind`` is a ``latent_grid`` one (written before kinds)."""
     d = Path(model_dir)
     if not d.exists():
         raise ModelError(f"model directory {d} does not exist")
@@ -90,13 +87,14 @@ def read_config(model_dir: str | Path) -> WorldModelConfig:
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         found = data.get("format") if isinstance(data, dict) else None
         raise ModelError(f"{d} is not a model directory (format {found!r}, expected {FORMAT!r})")
+    kind = get_kind(str(data.get("kind", DEFAULT_KIND)))
     try:
-        return WorldModelConfig.from_dict(data)
+        return kind.config_from_dict(data)
     except (ValueError, TypeError) as err:
         raise ModelError(f"{path}: {err}") from err
 
 
-def write_config(model_dir: str | Path, config: WorldModelConfig) -> None:
+def write_config(model_dir: str | Path, config: Any) -> None:
     d = Path(model_dir)
     d.mkdir(parents=True, exist_ok=True)
     _atomic_write_text(d / CONFIG_FILE, config.to_json())
@@ -149,15 +147,14 @@ def save_part(
     model_dir: str | Path,
     name: str,
     module: nn.Module,
-    config: WorldModelConfig,
+    config: Any,
     **provenance: Any,
-) -> WorldModelConfig:
+) -> Any:
     """Write ``<name>.safetensors``, list the part in config.json, update provenance.
 
     Returns the config as written (with ``name`` in ``parts``).
     """
-    if name not in PARTS:
-        raise ModelError(f"unknown model part {name!r}; expected one of {', '.join(PARTS)}")
+    part_fields(config, name)  # refuses a part the config's kind does not have
     d = Path(model_dir)
     d.mkdir(parents=True, exist_ok=True)
     _atomic_save_tensors(
@@ -193,7 +190,7 @@ def _check_shapes(path: Path, module: nn.Module) -> None:
 def load_part(
     model_dir: str | Path,
     name: str,
-    config: WorldModelConfig | None = None,
+    config: Any = None,
     device: str | torch.device = "cpu",
 ) -> nn.Module:
     """Build part ``name`` from the config and load its weights (shape-checked first)."""
@@ -210,40 +207,24 @@ def load_part(
     return module.to(device).eval()
 
 
-def check_parts_fit(config: WorldModelConfig, parts: tuple[str, ...] | list[str]) -> None:
-    """Raise :class:`ModelError` unless ``parts`` agree on frame and latent shapes."""
-    ae, dyn, probe = config.autoencoder, config.dynamics, config.probe
-    both = {"probe", "autoencoder"} <= set(parts)
-    if both and tuple(probe.image_size) != tuple(ae.image_size):
-        raise ModelError(
-            f"probe expects {probe.image_size} frames, the autoencoder makes {ae.image_size}"
-        )
-    if {"dynamics", "autoencoder"} <= set(parts):
-        fits = ae.latent_channels == dyn.latent_channels and ae.latent_size == dyn.latent_size
-        if not fits:
-            raise ModelError(
-                f"dynamics expects {dyn.latent_channels}x{dyn.latent_size} latents, the "
-                f"autoencoder makes {ae.latent_channels}x{ae.latent_size}"
-            )
+def check_parts_fit(config: Any, parts: tuple[str, ...] | list[str]) -> None:
+    """Raise :class:`ModelError` unless ``parts`` fit together (the kind decides how)."""
+    kind_of(config).check_parts_fit(config, tuple(parts))
 
 
 def load_model_dir(
     path: str | Path,
     parts: tuple[str, ...] | list[str] | None = None,
     device: str | torch.device = "cpu",
-) -> WorldModel:
-    """Load a :class:`WorldModel` in one call. ``parts`` None: every part present."""
+) -> Any:
+    """Load the rollout model of the directory's kind in one call (a :class:`WorldModel`
+    for ``latent_grid``); ``parts`` None: every part present."""
     config = read_config(path)
     wanted = tuple(parts) if parts is not None else config.parts
     check_parts_fit(config, wanted)
     loaded: dict[str, nn.Module] = {n: load_part(path, n, config, device) for n in wanted}
-    wm = WorldModel(
-        config,
-        autoencoder=loaded.get("autoencoder"),  # type: ignore[arg-type]
-        dynamics=loaded.get("dynamics"),  # type: ignore[arg-type]
-        probe=loaded.get("probe"),  # type: ignore[arg-type]
-    )
-    return wm.to(device).eval()
+    model = kind_of(config).assemble(config, loaded)
+    return model.to(device).eval()
 
 
 def _flatten_optimizer(state: dict[str, Any]) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:

@@ -207,6 +207,7 @@ class WorldModelConfig:
     parts: tuple[str, ...] = ()
     fps: float = 10.0
     name: str = ""
+    kind: str = "latent_grid"
 
     @property
     def image_shape(self) -> tuple[int, int, int]:

@@ -17,7 +17,7 @@ from factory.errors import ModelError
 from factory.model.checkpoint import CONFIG_FILE, PROVENANCE_FILE, load_model_dir, read_config
 
 if TYPE_CHECKING:
-    from factory.model.world_model import WorldModel
+    from factory.model.protocol import RolloutModel
 
 DEFAULT_MODEL = Path(__file__).resolve().parents[2] / "models" / "pusht"
 """The shipped PushT world model, used whenever ``--model`` is omitted."""
@@ -64,7 +64,7 @@ def model_identity(model_dir: Path) -> str:
 
 def load_model(
     path: Path | None, device: str = "cpu", parts: tuple[str, ...] | None = None
-) -> tuple[WorldModel, str]:
+) -> tuple[RolloutModel, str]:
     """The model at ``path`` (default: the shipped one) and its id (:func:`model_identity`,
     covering the config and the weights, so episodes record exactly which model made them)."""
     model_dir = model_dir_or_default(path)

@@ -18,10 +18,10 @@ from pathlib import Path
 from factory.errors import ModelError
 from factory.model.checkpoint import (
     CONFIG_FILE,
-    PART_FIELDS,
     PARTS,
     PROVENANCE_FILE,
     load_model_dir,
+    part_fields,
     read_config,
     read_provenance,
     write_config,
@@ -44,9 +44,11 @@ def pack_model(sources: dict[str, Path], out: Path, overwrite: bool = False) -> 
     part_provenance: dict[str, object] = {}
     for part, src in sorted(sources.items()):
         cfg = read_config(src)
+        if base is not None and base.kind != cfg.kind:
+            raise ModelError(f"{src} is a {cfg.kind} model; the other parts are {base.kind}")
         if part not in cfg.parts:
             raise ModelError(f"{src} has no trained {part} part (it has {list(cfg.parts)})")
-        fields = {name: getattr(cfg, name) for name in PART_FIELDS[part]}
+        fields = {name: getattr(cfg, name) for name in part_fields(cfg, part)}
         base = dataclasses.replace(base or cfg, **fields)
         prov = read_provenance(src)
         packed_from[part] = {

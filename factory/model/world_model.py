@@ -69,6 +69,16 @@ class WorldModel(nn.Module):
         self._actions: Tensor | None = None
         self._pad_rows = torch.zeros(0, dtype=torch.bool)
         self._generator: torch.Generator | None = None
+        self._last_frames: Tensor | None = None  # (B, H, W, 3) uint8: the last context frames
+
+    @property
+    def kind(self) -> str:
+        return "latent_grid"
+
+    @property
+    def context(self) -> int:
+        """Context frames the dynamics reads (its window K)."""
+        return int(self.config.dynamics.context)
 
     @property
     def device(self) -> torch.device:
@@ -123,7 +133,7 @@ class WorldModel(nn.Module):
             return ae.decode(latents.to(self.device)).cpu().numpy()
 
     @torch.inference_mode()
-    def probe_frames(self, frames: np.ndarray | Tensor) -> tuple[np.ndarray, np.ndarray]:
+    def read_frames(self, frames: np.ndarray | Tensor) -> tuple[np.ndarray, np.ndarray]:
         """uint8 frames (B, H, W, 3) -> agent_xy (B, 2), block_pose (B, 3) float32 numpy.
 
         With a dynamics task head, both are read off the frames' latents (state and task
@@ -139,44 +149,85 @@ class WorldModel(nn.Module):
         agent, block = self.probe.predict(frames)
         return agent.float().cpu().numpy(), block.float().cpu().numpy()
 
+    probe_frames = read_frames
+
+    reconstructs = "autoencoder"
+
+    @property
+    def frame_reader(self) -> str:
+        """What reads real frames: the task head (through the encoder) or the probe."""
+        return self.task_reader
+
+    starts_from_states = False
+
+    def reconstruct(self, frames: np.ndarray, states: np.ndarray | None = None) -> np.ndarray:
+        """(N, H, W, 3) uint8 -> the autoencoder's reconstruction (``states`` unused)."""
+        del states
+        return self.decode(self.encode(frames))
+
+    def last_reading(self, rows: list[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """The reader's (agent (n, 2), block pose (n, 3)) of the last context frames of
+        ``rows`` (default: every row)."""
+        if self._last_frames is None:
+            raise RuntimeError("call start() before last_reading()")
+        frames = self._last_frames if rows is None else self._last_frames[list(rows)]
+        return self.read_frames(frames)
+
     @property
     def has_task_reader(self) -> bool:
         """Whether the model can read the task state (a probe or a dynamics task head)."""
         dyn = self.dynamics
         return self.probe is not None or (dyn is not None and dyn.task_head is not None)
 
+    @property
+    def task_reader(self) -> str:
+        """Which part reads the task state: ``task_head`` or ``probe``."""
+        dyn = self.dynamics
+        return "task_head" if dyn is not None and dyn.task_head is not None else "probe"
+
     @torch.inference_mode()
     def start(
         self,
-        context_frames: np.ndarray | Tensor,
+        context_frames: np.ndarray | Tensor | None = None,
         context_actions: np.ndarray | Tensor | None = None,
         seed: int = 0,
+        states: np.ndarray | Tensor | None = None,
     ) -> None:
         """Begin B rollouts from real context.
 
         context_frames: (B, K', H, W, 3) uint8, K' >= 1; context_actions: (B, K'-1, A)
         float32 (the actions applied at all but the last context frame) or None when
-        K' == 1. ``seed`` fixes the rollout's noise (own ``torch.Generator``).
+        K' == 1. ``seed`` fixes the rollout's noise (own ``torch.Generator``). ``states``
+        is ignored: this kind starts from pixels alone.
         """
+        del states
+        if context_frames is None:
+            raise ModelError("the latent_grid kind starts from context frames")
         window, actions, pad = self._prepare_context(context_frames, context_actions)
         self._window, self._actions, self._pad_rows = window, actions, pad
+        self._last_frames = _to_tensor(context_frames, torch.device("cpu"))[:, -1].clone()
         self._generator = torch.Generator(device=self.device).manual_seed(int(seed))
 
     @torch.inference_mode()
     def start_slots(
         self,
         slots: np.ndarray | list[int],
-        context_frames: np.ndarray | Tensor,
+        context_frames: np.ndarray | Tensor | None = None,
         context_actions: np.ndarray | Tensor | None = None,
+        states: np.ndarray | Tensor | None = None,
     ) -> None:
         """Restart only the batch rows ``slots`` (n,) from new context; the others go on.
 
         context_frames: (n, K', H, W, 3) uint8; context_actions: (n, K'-1, A) or None, as in
-        :meth:`start`. Needs a running rollout (:meth:`start`); the noise generator is kept,
-        so the restarted rows draw from the same stream as the rest of the batch.
+        :meth:`start` (``states`` ignored). Needs a running rollout (:meth:`start`); the
+        noise generator is kept, so the restarted rows draw from the same stream as the
+        rest of the batch.
         """
-        if self._window is None or self._actions is None:
+        del states
+        if self._window is None or self._actions is None or self._last_frames is None:
             raise RuntimeError("call start() before start_slots()")
+        if context_frames is None:
+            raise ModelError("the latent_grid kind starts from context frames")
         rows = self._rows(slots)
         window, actions, pad = self._prepare_context(context_frames, context_actions)
         if window.shape[0] != len(rows):
@@ -184,6 +235,7 @@ class WorldModel(nn.Module):
         self._window[rows] = window
         self._actions[rows] = actions
         self._pad_rows[rows] = pad
+        self._last_frames[rows.cpu()] = _to_tensor(context_frames, torch.device("cpu"))[:, -1]
 
     @torch.inference_mode()
     def keep_slots(self, slots: np.ndarray | list[int]) -> None:
@@ -194,6 +246,8 @@ class WorldModel(nn.Module):
         self._window = self._window[rows].contiguous()
         self._actions = self._actions[rows].contiguous()
         self._pad_rows = self._pad_rows[rows]
+        if self._last_frames is not None:
+            self._last_frames = self._last_frames[rows.cpu()].contiguous()
 
     @property
     def batch_size(self) -> int:

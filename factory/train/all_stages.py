@@ -31,7 +31,7 @@ import torch
 from factory.errors import FactoryError
 from factory.model.autoencoder import Autoencoder
 from factory.model.checkpoint import load_part, read_config
-from factory.model.config import WorldModelConfig
+from factory.train import object_state
 from factory.train.accel import AccelConfig, accelerated, hold_frames, is_cuda
 from factory.train.autoencoder import train_autoencoder
 from factory.train.batch_search import BatchSearch, search_batch
@@ -52,7 +52,7 @@ log = logging.getLogger(__name__)
 STATE_FILE = "train_all.json"
 STATE_FORMAT = "demofactory.train_all"
 STAGES = ("autoencoder", "latents", "dynamics", "heads", "decoder", "probe")
-TRAINED = ("autoencoder", "dynamics", "heads", "decoder", "probe")
+TRAINED = ("autoencoder", "dynamics", "heads", "decoder", "probe", "renderer", "reader")
 
 STAGE_TRAIN = {
     "autoencoder": TrainConfig(batch_size=32, lr=2e-3, warmup_steps=100),
@@ -61,6 +61,7 @@ STAGE_TRAIN = {
     "probe": TrainConfig(batch_size=64, lr=1e-3, warmup_steps=50),
     "heads": HEADS_TRAIN,
 }
+OBJECT_STAGE_TRAIN = object_state.STAGE_TRAIN
 """Each stage's own default optimiser settings (mirrored from the stage functions), the
 base that a measured batch size and a checkpoint interval are applied to. Without those
 overrides (on the CPU) the stages run with their own defaults."""
@@ -75,8 +76,11 @@ class StageShares:
     heads: float = 0.06
     decoder: float = 0.08
     probe: float = 0.12
+    kind: str = "latent_grid"
 
     def of(self, stage: str) -> float:
+        if self.kind == "object_state":
+            return object_state.SHARES[stage]
         return float(getattr(self, stage))
 
 
@@ -113,6 +117,13 @@ class AllProgress:
 
 
 AllProgressFn = Callable[[AllProgress], None]
+
+
+def stages_for(config: Any, has_task_state: bool) -> tuple[str, ...]:
+    """The stages ``train all`` runs for a model of ``config``'s kind."""
+    if config.kind == "object_state":
+        return object_state.STAGES
+    return plan_stages(has_task_state, config.dynamics.task_dim > 0)
 
 
 def plan_stages(has_task_state: bool, task_head: bool = False) -> tuple[str, ...]:
@@ -175,7 +186,7 @@ def _train_cfg(stage: str, cfg: AllStagesConfig, batch: int | None) -> TrainConf
     """The stage's TrainConfig with overrides, or None for its own defaults."""
     if batch is None and cfg.checkpoint_every_s is None and cfg.log_every is None:
         return None
-    base = STAGE_TRAIN[stage]
+    base = _stage_train(stage, cfg)
     tc = dataclasses.replace(
         base,
         checkpoint_every_s=base.checkpoint_every_s
@@ -189,10 +200,15 @@ def _train_cfg(stage: str, cfg: AllStagesConfig, batch: int | None) -> TrainConf
     return tc
 
 
+def _stage_train(stage: str, cfg: AllStagesConfig) -> TrainConfig:
+    table = OBJECT_STAGE_TRAIN if cfg.shares.kind == "object_state" else STAGE_TRAIN
+    return table[stage]
+
+
 def _call(
     stage: str,
     data: EpisodeData,
-    config: WorldModelConfig,
+    config: Any,
     device: str,
     resume: bool,
     dynamics_options: DynamicsTrainOptions | None = None,
@@ -202,6 +218,8 @@ def _call(
 
     def call(d: Path, tc: TrainConfig | None, b: Budget, p: ProgressFn | None) -> dict[str, float]:
         kw: dict[str, Any] = dict(device=device, resume=resume, on_progress=p, train_cfg=tc)
+        if config.kind == "object_state":
+            return object_state.train_object_part(stage, data, d, config, b, **kw)
         if stage == "decoder":
             return finetune_decoder(data, d, b, **kw)
         if stage == "heads":
@@ -231,7 +249,7 @@ class _Run:
 
     data: EpisodeData
     out_dir: Path
-    config: WorldModelConfig
+    config: Any
     cfg: AllStagesConfig
     total: Budget
     device: str
@@ -269,7 +287,7 @@ def _measure_batch(run: _Run, stage: str, budget: Budget, rec: dict[str, Any]) -
         _call(stage, run.data, run.config, run.device, False, run.cfg.dynamics_options),
         run.out_dir,
         stage,
-        _train_cfg(stage, run.cfg, None) or STAGE_TRAIN[stage],
+        _train_cfg(stage, run.cfg, None) or _stage_train(stage, run.cfg),
         run.cfg.batch,
         None if minutes is None else minutes * 60.0,
     )
@@ -321,14 +339,14 @@ def _run_stage(run: _Run, stage: str) -> dict[str, Any]:
         "samples_per_s": metrics.get("samples_per_s", 0.0),
         "batch_size": round(metrics["samples_per_s"] / metrics["steps_per_s"])
         if metrics.get("steps_per_s")
-        else (tc or STAGE_TRAIN[stage]).batch_size,
+        else (tc or _stage_train(stage, run.cfg)).batch_size,
     }
 
 
 def run_all_stages(
     data: EpisodeData,
     out_dir: Path,
-    config: WorldModelConfig,
+    config: Any,
     total: Budget,
     device: str,
     cfg: AllStagesConfig | None = None,
@@ -341,9 +359,11 @@ def run_all_stages(
     samples_per_s, batch_size, metrics}}, "wall_s"}.
     """
     cfg = cfg or AllStagesConfig()
+    cfg = dataclasses.replace(cfg, shares=dataclasses.replace(cfg.shares, kind=config.kind))
     out_dir.mkdir(parents=True, exist_ok=True)
     state = read_state(out_dir) if resume else _new_state(data, total, device, cfg)
-    stages = plan_stages(data.task_state is not None, config.dynamics.task_dim > 0)
+    state["kind"] = config.kind
+    stages = stages_for(config, data.task_state is not None)
     if is_cuda(device):
         data = dataclasses.replace(data, frames=hold_frames(data.frames, device, cfg.accel))
     run = _Run(data, out_dir, config, cfg, total, device, state, stages, on_progress)

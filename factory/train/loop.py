@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -23,15 +24,14 @@ from torch import Tensor, nn
 
 from factory.model.checkpoint import (
     CONFIG_FILE,
-    PART_FIELDS,
     build_part,
     load_part,
     load_training_state,
+    part_fields,
     read_config,
     save_part,
     save_training_state,
 )
-from factory.model.config import WorldModelConfig
 from factory.model.layers import frames_to_float
 from factory.train.accel import gather_frames, prepare_module
 
@@ -242,7 +242,7 @@ def train_part(
     *,
     part: str,
     module: nn.Module,
-    config: WorldModelConfig,
+    config: Any,
     step_fn: Callable[[LoopState], dict[str, Tensor]],
     params: Iterable[nn.Parameter] | None = None,
     save_as: str | None = None,
@@ -281,9 +281,7 @@ def train_part(
     )
 
 
-def stage_config(
-    model_dir: str | Path, cfg: WorldModelConfig, part: str, resume: bool
-) -> WorldModelConfig:
+def stage_config(model_dir: str | Path, cfg: Any, part: str, resume: bool) -> Any:
     """The config a stage trains under.
 
     A fresh directory takes ``cfg``. An existing one keeps its other parts' configs; the
@@ -295,14 +293,14 @@ def stage_config(
     existing = read_config(d)
     if resume and part in existing.parts:
         return existing
-    fields = {name: getattr(cfg, name) for name in PART_FIELDS[part]}
+    fields = {name: getattr(cfg, name) for name in part_fields(cfg, part)}
     return dataclasses.replace(existing, **fields)
 
 
 def init_part(
     model_dir: str | Path,
     name: str,
-    config: WorldModelConfig,
+    config: Any,
     resume: bool,
     device: str | torch.device,
 ) -> nn.Module:
