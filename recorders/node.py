@@ -139,10 +139,14 @@ class _Episode:
 
 def reset_world(world: World, initial: InitialCondition) -> WorldObs:
     """Reset ``world`` (batch 1) to ``initial``: stored frames (a world model starts from
-    them), else an explicit config, else the seed."""
+    them, and from the config as their world state when both are known: a state kind
+    starts from it exactly), else an explicit config, else the seed."""
     start = getattr(world, "reset_from_context", None)
     if initial.frames is not None and start is not None:
-        obs: WorldObs = start(initial.frames[None], None, seed=initial.seed)
+        states = None
+        if initial.config is not None and len(initial.frames) == 1:  # the config is frame 0's
+            states = np.asarray(initial.config, np.float32)[None, None]
+        obs: WorldObs = start(initial.frames[None], None, seed=initial.seed, states=states)
         return obs
     if initial.config is not None:
         return world.reset(configs=np.asarray(initial.config, np.float64)[None])
