@@ -38,6 +38,8 @@ class RolloutBenchRequest:
 
     model: Path | None = None
     device: str = "auto"
+    baseline: Path | None = None
+    """Another model directory timed at batch 1 in the same run (``fps_ratio_vs_baseline``)."""
     steps: int = 300
     warmup: int = 10
     batches: tuple[int, ...] = (10, 16, 64)
@@ -105,11 +107,17 @@ def run_rollout_bench(req: RolloutBenchRequest, on_progress: Progress | None = N
         )
     result: dict[str, Any] = {
         "model": model_id,
+        "kind": model.kind,
         "device": _device_name(model.device),
         "torch_threads": torch.get_num_threads(),
         "steps": req.steps,
     }
     result.update(_measure(model, req, on_progress))
+    if req.baseline is not None:
+        base, base_id = load_model(req.baseline, device)
+        fps = float(1.0 / np.median(_step_times(base, 1, req.steps, req.warmup, req.seed)))
+        result["baseline"] = {"model": base_id, "kind": base.kind, "fps_batch1": fps}
+        result["fps_ratio_vs_baseline"] = result["fps_batch1"] / fps
     b1 = result["fps_batch1"]
     result["throughput_ratio"] = {k: v / b1 for k, v in result["throughput"].items()}
     if model.device.type == "cuda":

@@ -191,12 +191,15 @@ def bench_rollout(
     model: Annotated[Path | None, typer.Option(help="Model dir (default: shipped).")] = None,
     device: Annotated[str, typer.Option(help="auto | cpu | cuda[:N].")] = "auto",
     steps: Annotated[int, typer.Option(help="Timed steps per batch size.")] = 300,
+    baseline: Annotated[
+        Path | None, typer.Option(help="Another model dir timed at batch 1 in the same run.")
+    ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Batch-1 interactive FPS (median step) and frames/s at batch 10, 16 and 64."""
     from pipelines.bench_rollout import RolloutBenchRequest, run_rollout_bench
 
-    req = RolloutBenchRequest(model=model, device=device, steps=steps)
+    req = RolloutBenchRequest(model=model, device=device, steps=steps, baseline=baseline)
     with LazyBar("bench rollout") as bar:
         result = run_rollout_bench(req, lambda _n, done, total: bar.update(done, total, ""))
     if json_out:
@@ -205,6 +208,11 @@ def bench_rollout(
         err_console.print(
             f"{result['device']}: batch 1 {result['fps_batch1']:.1f} FPS; "
             + ", ".join(f"batch {b} {v:.1f} frames/s" for b, v in result["throughput"].items())
+            + (
+                f"; {result['fps_ratio_vs_baseline']:.2f}x the baseline's batch 1"
+                if "baseline" in result
+                else ""
+            )
         )
 
 

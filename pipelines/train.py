@@ -1,10 +1,14 @@
-"""``factory train``: the world model's training stages, from an episode store.
+"""``factory train``: one training stage of a world model, from an episode store.
 
-    factory train autoencoder --data data/pusht_play.zarr --out models/pusht --minutes 30
-    factory train probe       --data data/pusht_play.zarr --out models/pusht --minutes 8
-    factory train dynamics    --data data/pusht_play.zarr --out models/pusht --minutes 60
-    factory train decoder     --data data/pusht_play.zarr --out models/pusht --minutes 10
-    factory train dynamics    --data data/pusht_play.zarr --out models/pusht --minutes 90 --resume
+    factory train renderer --data data/pusht_play.zarr --out runs/os --minutes 5
+    factory train dynamics --kind object_state --data data/pusht_play.zarr --out runs/os \
+        --minutes 25
+    factory train autoencoder --data data/pusht_play.zarr --out runs/grid --minutes 30
+    factory train dynamics    --data data/pusht_play.zarr --out runs/grid --minutes 60
+    factory train dynamics    --data data/pusht_play.zarr --out runs/grid --minutes 90 --resume
+
+The stage runs through :func:`factory.train.all_stages.stage_runner`, the dispatcher that
+``factory train all`` uses too.
 
 Budgets count over resumes: ``--resume`` continues a stage to its total budget.
 """
@@ -22,17 +26,11 @@ from factory.device import resolve_device
 from factory.errors import FactoryError, ModelError
 from factory.model import WorldModelConfig, read_config
 from factory.model.registry import get_kind
-from factory.train import (
-    Budget,
-    EpisodeData,
-    finetune_decoder,
-    train_autoencoder,
-    train_dynamics,
-    train_probe,
-)
+from factory.train import Budget, EpisodeData
+from factory.train.all_stages import stage_runner
 from factory.train.data import load_episode_data
 from factory.train.dynamics import DYNAMICS_TRAIN, DynamicsTrainOptions
-from factory.train.heads import train_heads
+from factory.train.object_state import STAGES as OBJECT_STATE_STAGES
 from factory.train.recipes import DEFAULT_RECIPE, apply_recipe, check_recipe
 
 log = logging.getLogger(__name__)
@@ -65,13 +63,6 @@ class TrainRequest:
         return "object_state" if self.stage in ("renderer", "reader") else "latent_grid"
 
 
-def _config_for(req: TrainRequest, data: EpisodeData) -> WorldModelConfig:
-    """The model's config: the directory's when it has one, else defaults fitted to data."""
-    if (req.out / "config.json").exists():
-        return read_config(req.out)
-    return default_config(data)
-
-
 def default_config(data: EpisodeData) -> WorldModelConfig:
     """The default model config, sized to the data's frames, actions and robot state."""
     h, w = data.image_shape[:2]
@@ -88,38 +79,8 @@ def default_config(data: EpisodeData) -> WorldModelConfig:
     return dataclasses.replace(base, autoencoder=ae, dynamics=dyn, probe=probe, fps=base.fps)
 
 
-def _stage_autoencoder(req: TrainRequest, data: EpisodeData, **kw: Any) -> dict[str, float]:
-    return train_autoencoder(data, req.out, _config_for(req, data), **kw)
-
-
-def _stage_dynamics(req: TrainRequest, data: EpisodeData, **kw: Any) -> dict[str, float]:
-    recipe = req.recipe if req.recipe is not None or req.resume else DEFAULT_RECIPE
-    cfg, opts, tc = apply_recipe(
-        _config_for(req, data), DynamicsTrainOptions(), DYNAMICS_TRAIN, recipe, req.overrides
-    )
-    return train_dynamics(data, req.out, cfg, opts=opts, train_cfg=tc, **kw)
-
-
-def _stage_probe(req: TrainRequest, data: EpisodeData, **kw: Any) -> dict[str, float]:
-    return train_probe(data, req.out, _config_for(req, data), **kw)
-
-
-def _stage_decoder(req: TrainRequest, data: EpisodeData, **kw: Any) -> dict[str, float]:
-    return finetune_decoder(data, req.out, **kw)
-
-
-def _stage_heads(req: TrainRequest, data: EpisodeData, **kw: Any) -> dict[str, float]:
-    return train_heads(data, req.out, **kw)
-
-
-STAGES: dict[str, Callable[..., dict[str, float]]] = {
-    "autoencoder": _stage_autoencoder,
-    "dynamics": _stage_dynamics,
-    "probe": _stage_probe,
-    "decoder": _stage_decoder,
-    "heads": _stage_heads,
-}
-"""Stage name -> runner. Dynamics and decoder need the autoencoder (and dynamics) first."""
+LATENT_GRID_STAGES = ("autoencoder", "dynamics", "heads", "decoder", "probe")
+"""Dynamics and decoder need the autoencoder (and dynamics) first; heads the dynamics."""
 
 
 def check_fits(config: WorldModelConfig, data: EpisodeData) -> None:
@@ -151,48 +112,33 @@ def budget_for(req: TrainRequest) -> Budget:
     return Budget(minutes=req.minutes, steps=req.steps, cpu_minutes=req.cpu_minutes)
 
 
-def _run_object_state(req: TrainRequest, on_progress: ProgressFn | None) -> dict[str, float]:
-    """One stage of an object_state model (renderer, dynamics or reader)."""
-    from factory.model.object_state.config import ObjectStateConfig
-    from factory.train.object_state import STAGES as OBJECT_STAGES
-    from factory.train.object_state import train_object_part
-
-    if req.stage not in OBJECT_STAGES:
-        raise FactoryError(
-            f"unknown object_state stage {req.stage!r}; valid: {', '.join(OBJECT_STAGES)}"
-        )
-    if req.recipe or req.overrides:
-        raise FactoryError("--recipe and --set configure the latent_grid dynamics only")
-    budget, device = budget_for(req), resolve_device(req.device)
-    if req.resume and not (req.out / "config.json").exists():
-        raise FactoryError(f"--resume: {req.out} holds no model to resume; drop --resume")
-    data = load_episode_data(req.data)
+def _config_for_kind(req: TrainRequest, data: EpisodeData, kind: str) -> Any:
+    """The directory's config (refused when it does not fit the data), else defaults."""
     if (req.out / "config.json").exists():
         config = read_config(req.out)
-        if config.kind != "object_state":
+        if config.kind != kind:
             raise FactoryError(f"{req.out} holds a {config.kind} model; use another --out")
-    else:
-        config = get_kind("object_state").resized(ObjectStateConfig(), data.image_shape[:2])
-    if tuple(config.image_shape) != data.image_shape:
-        raise FactoryError(
-            f"the model directory is for frames {config.image_shape}, the data has "
-            f"{data.image_shape}; use another --out"
-        )
-    return train_object_part(
-        req.stage, data, req.out, config, budget,
-        device=device, resume=req.resume, on_progress=on_progress,
-    )  # fmt: skip
+        if kind == "latent_grid":
+            check_fits(config, data)
+        elif tuple(config.image_shape) != data.image_shape:
+            raise FactoryError(
+                f"the model directory is for frames {config.image_shape}, the data has "
+                f"{data.image_shape}; use another --out"
+            )
+        return config
+    if kind == "latent_grid":
+        return default_config(data)
+    return get_kind(kind).resized(get_kind(kind).default_config(), data.image_shape[:2])
 
 
 def run_train(req: TrainRequest, on_progress: ProgressFn | None = None) -> dict[str, float]:
     """Validate the request, load the data and run the stage; returns its metrics."""
-    if req.resolved_kind() == "object_state":
-        return _run_object_state(req, on_progress)
-    runner = STAGES.get(req.stage)
-    if runner is None:
-        raise FactoryError(f"unknown stage {req.stage!r}; valid: {', '.join(STAGES)}")
-    if (req.recipe or req.overrides) and req.stage != "dynamics":
-        raise FactoryError("--recipe and --set apply to the dynamics stage only")
+    kind = req.resolved_kind()
+    stages = OBJECT_STATE_STAGES if kind == "object_state" else LATENT_GRID_STAGES
+    if req.stage not in stages:
+        raise FactoryError(f"unknown {kind} stage {req.stage!r}; valid: {', '.join(stages)}")
+    if (req.recipe or req.overrides) and (kind != "latent_grid" or req.stage != "dynamics"):
+        raise FactoryError("--recipe and --set apply to the latent_grid dynamics stage only")
     if req.recipe or req.overrides:
         try:  # check them before loading any data
             check_recipe(req.recipe, req.overrides)
@@ -202,13 +148,18 @@ def run_train(req: TrainRequest, on_progress: ProgressFn | None = None) -> dict[
     device = resolve_device(req.device)
     if req.resume and not (req.out / "config.json").exists():
         raise FactoryError(f"--resume: {req.out} holds no model to resume; drop --resume")
-    data = load_episode_data(req.data, need_task_state=req.stage in ("probe", "heads"))
-    if (req.out / "config.json").exists():
-        check_fits(read_config(req.out), data)
-    try:
-        return runner(
-            req, data, budget=budget, device=device, resume=req.resume, on_progress=on_progress
+    need_task = kind == "object_state" or req.stage in ("probe", "heads")
+    data = load_episode_data(req.data, need_task_state=need_task)
+    config = _config_for_kind(req, data, kind)
+    opts, tc = None, None
+    if kind == "latent_grid" and req.stage == "dynamics":
+        recipe = req.recipe if req.recipe is not None or req.resume else DEFAULT_RECIPE
+        config, opts, tc = apply_recipe(
+            config, DynamicsTrainOptions(), DYNAMICS_TRAIN, recipe, req.overrides
         )
+    run = stage_runner(req.stage, data, config, device, req.resume, opts)
+    try:
+        return run(req.out, tc, budget, on_progress)
     except ModelError:
         raise
     except ValueError as err:  # data/model mismatches found by the training code

@@ -205,7 +205,7 @@ def _stage_train(stage: str, cfg: AllStagesConfig) -> TrainConfig:
     return table[stage]
 
 
-def _call(
+def stage_runner(
     stage: str,
     data: EpisodeData,
     config: Any,
@@ -213,8 +213,9 @@ def _call(
     resume: bool,
     dynamics_options: DynamicsTrainOptions | None = None,
 ) -> Callable[[Path, TrainConfig | None, Budget, ProgressFn | None], dict[str, float]]:
-    """The stage function bound to everything but directory, train config, budget and
-    progress."""
+    """The one dispatcher of training stages, of either kind (``factory train STAGE`` and
+    ``factory train all`` both call it): the stage function bound to everything but
+    directory, train config, budget and progress."""
 
     def call(d: Path, tc: TrainConfig | None, b: Budget, p: ProgressFn | None) -> dict[str, float]:
         kw: dict[str, Any] = dict(device=device, resume=resume, on_progress=p, train_cfg=tc)
@@ -284,7 +285,7 @@ def _measure_batch(run: _Run, stage: str, budget: Budget, rec: dict[str, Any]) -
     the measurement's time."""
     minutes = budget.minutes
     choice = search_batch(
-        _call(stage, run.data, run.config, run.device, False, run.cfg.dynamics_options),
+        stage_runner(stage, run.data, run.config, run.device, False, run.cfg.dynamics_options),
         run.out_dir,
         stage,
         _train_cfg(stage, run.cfg, None) or _stage_train(stage, run.cfg),
@@ -330,7 +331,9 @@ def _run_stage(run: _Run, stage: str) -> dict[str, Any]:
         rec.update(status="running", budget=dataclasses.asdict(budget))
         _write_state(run.out_dir, run.state)
         tc = _train_cfg(stage, run.cfg, rec.get("batch_size"))
-        call = _call(stage, run.data, run.config, run.device, resume, run.cfg.dynamics_options)
+        call = stage_runner(
+            stage, run.data, run.config, run.device, resume, run.cfg.dynamics_options
+        )
         metrics = call(run.out_dir, tc, budget, on_progress)
     return {
         "metrics": metrics,
