@@ -3,8 +3,9 @@
     uv run python bench/kind_comparison.py --work ~/.cache/demofactory/runs/kinds \\
         --data data/pusht_play.zarr --heldout data/pusht_heldout.zarr --minutes 45
 
-For each kind (``object_state``, ``latent_grid``) it runs, in ``WORK/<kind>/``, one step
-after another and skipping what is already there (so a rerun resumes):
+For each kind (``object_state``, ``latent_grid``) it runs, in ``WORK/<kind>/`` (results in
+``WORK/results/<kind>/``), one step after another and skipping what is already there (so
+a rerun resumes):
 
 1. ``factory train all --kind K --minutes M`` (resumed with ``--resume`` if interrupted);
 2. ``factory eval fidelity`` on the held-out store (16 episodes, 9,000 stability frames);
@@ -43,19 +44,20 @@ def _factory(args: list[str], out: Path) -> None:
 
 def run_kind(kind: str, a: argparse.Namespace) -> dict[str, Path]:
     """Train and evaluate one kind in ``WORK/<kind>``; the result files."""
-    d = a.work / kind
-    files = {k: d / f"{k}.json" for k in ("train", "fidelity", "expert", "transfer", "bench")}
+    d, res = a.work / kind, a.work / "results" / kind  # train all wants an empty run dir
+    res.mkdir(parents=True, exist_ok=True)
+    files = {k: res / f"{k}.json" for k in ("train", "fidelity", "expert", "transfer", "bench")}
     if not files["train"].exists():
         resume = ["--resume"] if (d / "train_all.json").exists() else []
         train = ["train", "all", "--kind", kind, "--data", str(a.data), "--out", str(d)]
         _factory([*train, "--minutes", str(a.minutes), *resume], files["train"])
     model = str(d / "model")
     expert = f"--generator expert --steps 300 --episodes {a.episodes} --seed {a.seed}"
-    expert += f" --batch-size 10 --workers 1 --out {d / 'expert.zarr'}"
+    expert += f" --batch-size 10 --workers 1 --out {res / 'expert.zarr'}"
     steps = [
         ("fidelity", ["eval", "fidelity", "--model", model, "--data", str(a.heldout)]),
         ("expert", ["generate", "--model", model, *expert.split()]),
-        ("transfer", ["eval", "transfer", str(d / "expert.zarr")]),
+        ("transfer", ["eval", "transfer", str(res / "expert.zarr")]),
         ("bench", ["bench", "rollout", "--model", model, "--baseline", str(a.baseline)]),
     ]
     for name, args in steps:

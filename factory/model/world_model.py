@@ -25,13 +25,14 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from factory.errors import ModelError
 from factory.model.autoencoder import Autoencoder
 from factory.model.config import WorldModelConfig
 from factory.model.dynamics import Dynamics
 from factory.model.probe import StateProbe
+from factory.model.rollout_base import RolloutBase, to_tensor
 
 
 @dataclass
@@ -49,7 +50,7 @@ class StepOutput:
     latents: Tensor
 
 
-class WorldModel(nn.Module):
+class WorldModel(RolloutBase):
     """Container of the parts (any may be None while training) and the rollout state."""
 
     def __init__(
@@ -79,26 +80,6 @@ class WorldModel(nn.Module):
     def context(self) -> int:
         """Context frames the dynamics reads (its window K)."""
         return int(self.config.dynamics.context)
-
-    @property
-    def device(self) -> torch.device:
-        for p in self.parameters():
-            return p.device
-        return torch.device("cpu")
-
-    def check_compatible(
-        self, action_dim: int | None = None, image_shape: tuple[int, ...] | None = None
-    ) -> None:
-        """Raise :class:`ModelError` unless the model fits this action dim and frame shape."""
-        cfg = self.config
-        if action_dim is not None and action_dim != cfg.action_dim:
-            raise ModelError(
-                f"model expects action_dim {cfg.action_dim}, the world has {action_dim}"
-            )
-        if image_shape is not None and tuple(image_shape) != cfg.image_shape:
-            raise ModelError(
-                f"model expects frames of shape {cfg.image_shape}, got {tuple(image_shape)}"
-            )
 
     def _require(self) -> tuple[Autoencoder, Dynamics]:
         if self.autoencoder is None or self.dynamics is None:
@@ -205,7 +186,7 @@ class WorldModel(nn.Module):
             raise ModelError("the latent_grid kind starts from context frames")
         window, actions, pad = self._prepare_context(context_frames, context_actions)
         self._window, self._actions, self._pad_rows = window, actions, pad
-        self._last_frames = _to_tensor(context_frames, torch.device("cpu"))[:, -1].clone()
+        self._last_frames = to_tensor(context_frames, torch.device("cpu"))[:, -1].clone()
         self._generator = torch.Generator(device=self.device).manual_seed(int(seed))
 
     @torch.inference_mode()
@@ -235,7 +216,7 @@ class WorldModel(nn.Module):
         self._window[rows] = window
         self._actions[rows] = actions
         self._pad_rows[rows] = pad
-        self._last_frames[rows.cpu()] = _to_tensor(context_frames, torch.device("cpu"))[:, -1]
+        self._last_frames[rows.cpu()] = to_tensor(context_frames, torch.device("cpu"))[:, -1]
 
     @torch.inference_mode()
     def keep_slots(self, slots: np.ndarray | list[int]) -> None:
@@ -254,15 +235,6 @@ class WorldModel(nn.Module):
         """Rows of the running rollout (0 before :meth:`start`)."""
         return 0 if self._window is None else int(self._window.shape[0])
 
-    def _rows(self, slots: np.ndarray | list[int]) -> Tensor:
-        rows = torch.as_tensor(np.asarray(slots, dtype=np.int64).reshape(-1))
-        b = self.batch_size
-        if len(rows) and (int(rows.min()) < 0 or int(rows.max()) >= b):
-            raise ValueError(f"slots {rows.tolist()} out of range for a batch of {b}")
-        if len(set(rows.tolist())) != len(rows):
-            raise ValueError(f"slots {rows.tolist()} repeat a row")
-        return rows.to(self.device)
-
     def _prepare_context(
         self, context_frames: np.ndarray | Tensor, context_actions: np.ndarray | Tensor | None
     ) -> tuple[Tensor, Tensor, Tensor]:
@@ -271,7 +243,7 @@ class WorldModel(nn.Module):
         A pad row had no context actions: its K-1 window actions take the first step's.
         """
         _, dyn = self._require()
-        frames = _to_tensor(context_frames, self.device)
+        frames = to_tensor(context_frames, self.device)
         if frames.dim() != 5 or frames.shape[1] < 1:
             raise ValueError(f"context_frames must be (B, K', H, W, 3), got {tuple(frames.shape)}")
         self.check_compatible(image_shape=tuple(frames.shape[2:]))
@@ -279,7 +251,7 @@ class WorldModel(nn.Module):
         k, a_dim = dyn.cfg.context, dyn.cfg.action_dim
         acts = torch.zeros(b, 0, a_dim, device=self.device)
         if context_actions is not None:
-            acts = _to_tensor(context_actions, self.device).float()
+            acts = to_tensor(context_actions, self.device).float()
         if tuple(acts.shape) != (b, kp - 1, a_dim):
             raise ValueError(
                 f"context_actions must be (B, K'-1, A) = {(b, kp - 1, a_dim)}, "
@@ -309,7 +281,7 @@ class WorldModel(nn.Module):
         with the real later actions); :meth:`step` would hold the current action instead.
         """
         _, dyn = self._require()
-        acts = _to_tensor(actions, self.device)
+        acts = to_tensor(actions, self.device)
         if acts.dim() != 3 or acts.shape[0] != self.batch_size:
             raise ValueError(f"actions must be (B, T, A), got {tuple(acts.shape)}")
         out: list[StepOutput] = []
@@ -330,7 +302,7 @@ class WorldModel(nn.Module):
         _, dyn = self._require()
         if self._window is None or self._actions is None:
             raise RuntimeError("call start() before step()")
-        a = dyn.normalise_actions(_to_tensor(actions, self.device))
+        a = dyn.normalise_actions(to_tensor(actions, self.device))
         if tuple(a.shape) != (self._window.shape[0], dyn.cfg.action_dim):
             raise ValueError(f"actions must be (B, A), got {tuple(a.shape)}")
         if bool(self._pad_rows.any()):
@@ -376,9 +348,3 @@ class WorldModel(nn.Module):
         if self.probe is not None:
             return self.probe.predict(frames)[1].float().cpu().numpy()
         return None
-
-
-def _to_tensor(x: np.ndarray | Tensor, device: torch.device) -> Tensor:
-    if isinstance(x, np.ndarray):
-        return torch.from_numpy(np.ascontiguousarray(x)).to(device)
-    return x.to(device)

@@ -17,17 +17,18 @@ from collections.abc import Iterator
 
 import numpy as np
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from factory.errors import ModelError
 from factory.model.object_state.config import ObjectStateConfig
 from factory.model.object_state.dynamics import ObjectDynamics
 from factory.model.object_state.reader import StateReader, refine
 from factory.model.object_state.renderer import SpriteRenderer
-from factory.model.world_model import StepOutput, _to_tensor
+from factory.model.rollout_base import RolloutBase, to_tensor
+from factory.model.world_model import StepOutput
 
 
-class ObjectStateModel(nn.Module):
+class ObjectStateModel(RolloutBase):
     """Dynamics, renderer and reader (any may be None while training) plus rollout state."""
 
     kind = "object_state"
@@ -49,12 +50,6 @@ class ObjectStateModel(nn.Module):
         self._prev_action: Tensor | None = None  # (B, 2)
 
     @property
-    def device(self) -> torch.device:
-        for p in self.parameters():
-            return p.device
-        return torch.device("cpu")
-
-    @property
     def context(self) -> int:
         return self.config.context
 
@@ -66,19 +61,6 @@ class ObjectStateModel(nn.Module):
     def task_reader(self) -> str:
         """What gives the task state during a rollout: the model's own state."""
         return "state"
-
-    def check_compatible(
-        self, action_dim: int | None = None, image_shape: tuple[int, ...] | None = None
-    ) -> None:
-        cfg = self.config
-        if action_dim is not None and action_dim != cfg.action_dim:
-            raise ModelError(
-                f"model expects action_dim {cfg.action_dim}, the world has {action_dim}"
-            )
-        if image_shape is not None and tuple(image_shape) != cfg.image_shape:
-            raise ModelError(
-                f"model expects frames of shape {cfg.image_shape}, got {tuple(image_shape)}"
-            )
 
     def _parts(self) -> tuple[ObjectDynamics, SpriteRenderer]:
         if self.dynamics is None or self.renderer is None:
@@ -95,7 +77,7 @@ class ObjectStateModel(nn.Module):
         """uint8 frames (B, H, W, 3) -> states (B, 5): the reader, refined by the renderer."""
         if self.reader is None:
             raise ModelError("this model has no reader part, so it cannot start from frames")
-        x = _to_tensor(frames, self.device)
+        x = to_tensor(frames, self.device)
         if x.dim() != 4:
             raise ValueError(f"frames must be (B, H, W, 3), got {tuple(x.shape)}")
         self.check_compatible(image_shape=tuple(x.shape[1:]))
@@ -137,7 +119,7 @@ class ObjectStateModel(nn.Module):
     def render(self, states: np.ndarray | Tensor) -> np.ndarray:
         """States (B, 5) -> uint8 frames (B, H, W, 3) numpy."""
         _, ren = self._parts()
-        s = _to_tensor(states, self.device).float()
+        s = to_tensor(states, self.device).float()
         return ren.render_uint8(s).cpu().numpy()
 
     # -- rollout -------------------------------------------------------------------------
@@ -146,7 +128,7 @@ class ObjectStateModel(nn.Module):
     ) -> Tensor:
         """(B, K', 5) states: the given ones, else the reader's reading of every frame."""
         if states is not None:
-            s = _to_tensor(states, self.device).float()
+            s = to_tensor(states, self.device).float()
             if s.dim() == 2:
                 s = s[:, None]
             if s.dim() != 3 or s.shape[-1] != self.config.state_dim:
@@ -156,7 +138,7 @@ class ObjectStateModel(nn.Module):
             return s
         if frames is None:
             raise ValueError("start needs context frames or states")
-        f = _to_tensor(frames, self.device)
+        f = to_tensor(frames, self.device)
         if f.dim() != 5 or f.shape[1] < 1:
             raise ValueError(f"context_frames must be (B, K', H, W, 3), got {tuple(f.shape)}")
         b, k = f.shape[:2]
@@ -173,7 +155,7 @@ class ObjectStateModel(nn.Module):
         b, k = s.shape[:2]
         acts = torch.zeros(b, 0, self.config.action_dim, device=self.device)
         if actions is not None:
-            acts = _to_tensor(actions, self.device).float()
+            acts = to_tensor(actions, self.device).float()
         if acts.dim() != 3 or acts.shape[0] != b or acts.shape[-1] != self.config.action_dim:
             raise ValueError(f"context_actions must be (B, K'-1, A), got {tuple(acts.shape)}")
         window = s[:, -2:] if k >= 2 else s[:, -1:].expand(-1, 2, -1)
@@ -231,22 +213,13 @@ class ObjectStateModel(nn.Module):
     def batch_size(self) -> int:
         return 0 if self._states is None else int(self._states.shape[0])
 
-    def _rows(self, slots: np.ndarray | list[int]) -> Tensor:
-        rows = torch.as_tensor(np.asarray(slots, dtype=np.int64).reshape(-1))
-        b = self.batch_size
-        if len(rows) and (int(rows.min()) < 0 or int(rows.max()) >= b):
-            raise ValueError(f"slots {rows.tolist()} out of range for a batch of {b}")
-        if len(set(rows.tolist())) != len(rows):
-            raise ValueError(f"slots {rows.tolist()} repeat a row")
-        return rows.to(self.device)
-
     @torch.inference_mode()
     def step(self, actions: np.ndarray | Tensor) -> StepOutput:
         """Advance every rollout by one frame. actions: (B, A) float32 applied now."""
         dyn, ren = self._parts()
         if self._states is None or self._prev_action is None:
             raise RuntimeError("call start() before step()")
-        a = _to_tensor(actions, self.device).float()
+        a = to_tensor(actions, self.device).float()
         if tuple(a.shape) != (self.batch_size, self.config.action_dim):
             raise ValueError(f"actions must be (B, A), got {tuple(a.shape)}")
         nxt, _ = dyn(self._states[:, 0], self._states[:, 1], self._prev_action, a)
@@ -258,7 +231,7 @@ class ObjectStateModel(nn.Module):
 
     def step_many(self, actions: np.ndarray | Tensor) -> list[StepOutput]:
         """T steps of known actions (B, T, A): open-loop replay."""
-        acts = _to_tensor(actions, self.device)
+        acts = to_tensor(actions, self.device)
         if acts.dim() != 3 or acts.shape[0] != self.batch_size:
             raise ValueError(f"actions must be (B, T, A), got {tuple(acts.shape)}")
         return [self.step(acts[:, t]) for t in range(acts.shape[1])]
