@@ -15,6 +15,7 @@ Each part's module returns ``(loss, logs)`` and every stage runs through the one
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -92,12 +93,65 @@ def _windows(
     return torch.from_numpy(s).to(device), torch.from_numpy(a).to(device)
 
 
-def _train_run(
-    stage: str, out_dir: Path, budget: Budget, device: str, resume: bool,
-    on_progress: ProgressFn | None, train_cfg: TrainConfig | None,
-) -> StageRun:  # fmt: skip
-    tc = train_cfg or STAGE_TRAIN[stage]
-    return StageRun(out_dir, tc, budget, resume, on_progress, device)
+@dataclass
+class _Stage:
+    """What every part's step function reads: the data, its states, the training frames."""
+
+    data: EpisodeData
+    states: np.ndarray
+    train_eps: np.ndarray
+    frames_idx: np.ndarray
+    batch: int
+    device: str
+    fresh: bool  # a new part, not a resumed one
+    rng: np.random.Generator
+
+
+StepFn = Callable[[LoopState], dict[str, Tensor]]
+
+
+def _renderer_step(module: SpriteRenderer, st: _Stage) -> StepFn:
+    if st.fresh:
+        module.init_background(_frames(st.data, st.rng.choice(st.frames_idx, 512), st.device))
+
+    def step_fn(ls: LoopState) -> dict[str, Tensor]:
+        idx = sample_frames(st.frames_idx, st.batch, ls.rng)
+        s = torch.from_numpy(st.states[idx]).to(st.device)
+        loss, logs = module.loss(s, _frames(st.data, idx, st.device), ls.progress)
+        return {"loss": loss, **logs}
+
+    return step_fn
+
+
+def _reader_step(module: StateReader, st: _Stage) -> StepFn:
+    def step_fn(ls: LoopState) -> dict[str, Tensor]:
+        idx = sample_frames(st.frames_idx, st.batch, ls.rng)
+        s = torch.from_numpy(st.states[idx]).to(st.device)
+        loss, logs = module.loss(_frames(st.data, idx, st.device), s)
+        return {"loss": loss, **logs}
+
+    return step_fn
+
+
+def _dynamics_step(module: ObjectDynamics, st: _Stage, sched: DynamicsSchedule) -> StepFn:
+    samplers: dict[int, WindowSampler] = {}
+    actions = st.data.actions
+    if st.fresh:
+        n = min(50_000, len(st.states))
+        fit = WindowSampler(st.data, 3, st.train_eps).sample(n, st.rng)
+        res = module.fit_agent(*_windows(st.states, actions, fit, st.device))
+        log.info("agent map fitted by least squares: %.4f px", res)
+    module.agent.requires_grad_(False)  # solved exactly; Adam's steps would only jitter it
+
+    def step_fn(ls: LoopState) -> dict[str, Tensor]:
+        u = sched.unroll(ls.progress)
+        if u not in samplers:
+            samplers[u] = WindowSampler(st.data, u + 2, st.train_eps, sched.pad_prob, 1)
+        s, a = _windows(st.states, actions, samplers[u].sample(st.batch, ls.rng), st.device)
+        loss, logs = module.loss(s, a, u, ls.generator)
+        return {"loss": loss, "unroll": torch.tensor(float(u)), **logs}
+
+    return step_fn
 
 
 def train_object_part(
@@ -114,53 +168,23 @@ def train_object_part(
     schedule: DynamicsSchedule | None = None,
 ) -> dict[str, float]:
     """Train part ``stage`` (renderer, dynamics or reader) of an object_state model."""
+    if stage not in STAGES:
+        raise FactoryError(f"unknown object_state stage {stage!r}; expected {', '.join(STAGES)}")
     states = world_states(data)
-    run = _train_run(stage, out_dir, budget, device, resume, on_progress, train_cfg)
+    tc = train_cfg or STAGE_TRAIN[stage]
+    run = StageRun(out_dir, tc, budget, resume, on_progress, device)
     cfg = stage_config(out_dir, config, stage, resume)
     module = init_part(out_dir, stage, cfg, resume, device)
-    rng = np.random.default_rng(run.cfg.seed)
-    train_eps, _ = data.split(run.cfg.val_fraction, seed=run.cfg.seed)
-    frames_idx = data.frame_indices(train_eps)
-    bsz = run.cfg.batch_size
-    if stage == "renderer":
-        assert isinstance(module, SpriteRenderer)
-        if not (resume and "renderer" in cfg.parts):
-            module.init_background(_frames(data, rng.choice(frames_idx, 512), device))
-
-        def step_fn(st: LoopState) -> dict[str, Tensor]:
-            idx = sample_frames(frames_idx, bsz, st.rng)
-            s = torch.from_numpy(states[idx]).to(device)
-            loss, logs = module.loss(s, _frames(data, idx, device), st.progress)
-            return {"loss": loss, **logs}
-
-    elif stage == "reader":
-        assert isinstance(module, StateReader)
-
-        def step_fn(st: LoopState) -> dict[str, Tensor]:
-            idx = sample_frames(frames_idx, bsz, st.rng)
-            s = torch.from_numpy(states[idx]).to(device)
-            loss, logs = module.loss(_frames(data, idx, device), s)
-            return {"loss": loss, **logs}
-
-    elif stage == "dynamics":
-        assert isinstance(module, ObjectDynamics)
-        sched = schedule or DynamicsSchedule()
-        samplers: dict[int, WindowSampler] = {}
-        if not (resume and "dynamics" in cfg.parts):
-            fit = WindowSampler(data, 3, train_eps).sample(min(50_000, len(data.frames)), rng)
-            res = module.fit_agent(*_windows(states, data.actions, fit, device))
-            log.info("agent map fitted by least squares: %.4f px", res)
-        module.agent.requires_grad_(False)  # solved exactly; Adam's steps would only jitter it
-
-        def step_fn(st: LoopState) -> dict[str, Tensor]:
-            u = sched.unroll(st.progress)
-            if u not in samplers:
-                samplers[u] = WindowSampler(data, u + 2, train_eps, sched.pad_prob, 1)
-            s, a = _windows(states, data.actions, samplers[u].sample(bsz, st.rng), device)
-            loss, logs = module.loss(s, a, u, st.generator)
-            return {"loss": loss, "unroll": torch.tensor(float(u)), **logs}
-
+    train_eps, _ = data.split(tc.val_fraction, seed=tc.seed)
+    st = _Stage(
+        data, states, train_eps, data.frame_indices(train_eps), tc.batch_size, device,
+        fresh=not (resume and stage in cfg.parts), rng=np.random.default_rng(tc.seed),
+    )  # fmt: skip
+    if isinstance(module, SpriteRenderer):
+        step_fn = _renderer_step(module, st)
+    elif isinstance(module, StateReader):
+        step_fn = _reader_step(module, st)
     else:
-        raise FactoryError(f"unknown object_state stage {stage!r}; expected {', '.join(STAGES)}")
-    return train_part(run, part=stage, module=module, config=cfg, step_fn=step_fn,
-                      data=data.source)  # fmt: skip
+        assert isinstance(module, ObjectDynamics)
+        step_fn = _dynamics_step(module, st, schedule or DynamicsSchedule())
+    return train_part(run, part=stage, module=module, config=cfg, step_fn=step_fn, data=data.source)
