@@ -1,10 +1,12 @@
 """The continuous-batching rollout engine: B episode slots of one model, in lockstep.
 
 Every model step advances all live slots with one forward pass. Each slot runs its own
-generator closed-loop on what the model returns: the frame, the robot state from the
-dynamics' state head and the block pose from the state probe (``ModelWorld`` fills them).
-When a slot's episode ends (its step budget, or the probe's success when the job asks to
-stop on success), the episode is yielded and the slot restarts at once with the next job
+generator closed-loop on what the model returns: the frame, and the robot state and block
+pose as the model has them (``ModelWorld`` fills them: an object-state model's own state,
+a latent model's heads or probe). Each slot starts from its context's exact state where
+it is known (a seeded reset, a store with the state). When a slot's episode ends (its
+step budget, or the model's success when the job asks to stop on success), the episode
+is yielded and the slot restarts at once with the next job
 (:meth:`RolloutModel.start_slots`); when the jobs run out, finished slots are dropped
 (:meth:`RolloutModel.keep_slots`) so the tail runs on a smaller batch.
 
