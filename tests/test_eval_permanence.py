@@ -118,7 +118,7 @@ def test_a_model_that_keeps_the_start_frame_scores_perfectly(still_store: Path) 
         starts = choose_starts(store, context=3, cfg=PermanenceConfig(starts=2))
     assert starts is not None and set(starts.where[:, 0].tolist()) == {0, 1}
     start = starts.frames[:, -1]
-    _, pose = model.probe_frames(start)
+    _, pose = model.read_frames(start)
 
     def show(frames: np.ndarray, poses: np.ndarray) -> None:
         def step(actions: np.ndarray) -> StepOutput:

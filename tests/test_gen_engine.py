@@ -72,7 +72,7 @@ def test_expert_steers_by_the_probe() -> None:
     eng = engine(batch_size=2)
     jobs = [GenJob(seed=s, generator="expert", generator_params={}, steps=8) for s in (3, 4)]
     for ep in eng.run(jobs):
-        _, block = eng.world.model.probe_frames(ep.data["image"])
+        _, block = eng.world.model.read_frames(ep.data["image"])
         np.testing.assert_allclose(ep.data["gt_state"], block, atol=1e-4)
         expert = ExpertGenerator()
         d = ep.data

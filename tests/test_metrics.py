@@ -88,7 +88,7 @@ def test_probe_metrics_measures_against_the_store(tmp_path: Path) -> None:
     assert isinstance(store, EpisodeStore)
 
     class Origin:
-        def probe_frames(self, frames: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        def read_frames(self, frames: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             n = len(frames)
             return np.zeros((n, 2), np.float32), np.zeros((n, 3), np.float32)
 

@@ -156,4 +156,4 @@ def test_rollout_needs_parts() -> None:
     with pytest.raises(ModelError):
         wm.start(random_frames(1, 1))
     with pytest.raises(ModelError):
-        wm.probe_frames(random_frames(1))
+        wm.read_frames(random_frames(1))

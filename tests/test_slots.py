@@ -107,7 +107,7 @@ def test_model_world_slots() -> None:
     world.step(np.full((3, 2), 256.0, np.float32))
     obs = world.start_slots([2], frames(1, 1, seed=3), None)
     assert obs.frames.shape == (1, 32, 32, 3) and obs.task_state.shape == (1, 3)
-    agent, block = world.model.probe_frames(frames(1, 1, seed=3)[:, -1])
+    agent, block = world.model.read_frames(frames(1, 1, seed=3)[:, -1])
     np.testing.assert_allclose(obs.task_state, block)
     np.testing.assert_allclose(obs.state, agent)
     world.keep_slots([0, 2])

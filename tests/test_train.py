@@ -219,5 +219,5 @@ def test_probe_trains(tmp_path: Path, data: EpisodeData) -> None:
     assert rec.fell(), rec.losses
     assert metrics["val_block_err_px"] >= 0
     wm = load_model_dir(tmp_path)
-    agent, block = wm.probe_frames(data.frames[:3])
+    agent, block = wm.read_frames(data.frames[:3])
     assert agent.shape == (3, 2) and block.shape == (3, 3)

@@ -130,8 +130,6 @@ class WorldModel(RolloutBase):
         agent, block = self.probe.predict(frames)
         return agent.float().cpu().numpy(), block.float().cpu().numpy()
 
-    probe_frames = read_frames
-
     reconstructs = "autoencoder"
 
     @property

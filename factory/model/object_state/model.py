@@ -93,8 +93,6 @@ class ObjectStateModel(RolloutBase):
         s = self.read_states(frames).cpu().numpy().astype(np.float32)
         return s[:, :2], s[:, 2:]
 
-    probe_frames = read_frames
-
     reconstructs = "renderer at the true state"
     frame_reader = "reader"
     starts_from_states = True
