@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import zarr
@@ -68,3 +69,20 @@ def new_store(path: Path, **kw: object) -> EpisodeStore:
         attrs={"env": "gym_pusht/PushT-v0", "resolution": [H, W]},
         **kw,  # type: ignore[arg-type]
     )
+
+
+def still_episode(world: Any, config: np.ndarray, steps: int) -> dict[str, np.ndarray]:
+    """Ground-truth frames with the agent holding its position, clear of the block."""
+    obs = world.reset(configs=config[None])
+    frames, state, gt = [obs.frames[0]], [obs.state[0]], [obs.task_state[0]]
+    for _ in range(steps - 1):
+        obs = world.step(config[None, :2])
+        frames.append(obs.frames[0])
+        state.append(obs.state[0])
+        gt.append(obs.task_state[0])
+    return {
+        "image": np.stack(frames),
+        "action": np.tile(config[:2], (steps, 1)).astype(np.float32),
+        "state": np.stack(state),
+        "gt_state": np.stack(gt),
+    }

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from factories import assert_one_line_error, tiny_world_model, write_tiny_model_dir
+from store_factories import still_episode
 from typer.testing import CliRunner
 
 from factory.envs.pusht import PushTWorld, pusht_spec
@@ -50,23 +51,6 @@ def test_margin_is_measured_from_the_agent_disk_to_the_t() -> None:
     assert candidate_starts(far, turned, 2, cfg).tolist() == []
 
 
-def _still_episode(world: PushTWorld, config: np.ndarray, steps: int) -> dict[str, np.ndarray]:
-    """Ground-truth frames with the agent holding its position, clear of the block."""
-    obs = world.reset(configs=config[None])
-    frames, state, gt = [obs.frames[0]], [obs.state[0]], [obs.task_state[0]]
-    for _ in range(steps - 1):
-        obs = world.step(config[None, :2])
-        frames.append(obs.frames[0])
-        state.append(obs.state[0])
-        gt.append(obs.task_state[0])
-    return {
-        "image": np.stack(frames),
-        "action": np.tile(config[:2], (steps, 1)).astype(np.float32),
-        "state": np.stack(state),
-        "gt_state": np.stack(gt),
-    }
-
-
 @pytest.fixture(scope="module")
 def still_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Two real episodes of 104 frames (enough for fidelity's horizon 100 with context 3),
@@ -81,7 +65,7 @@ def still_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     with open_output(path, pusht_spec(RES), RES, append=False) as store:
         for i, config in enumerate(configs):
             meta = EpisodeMeta(source="real", generator="test", seed=i)
-            store.append_episode(_still_episode(world, config, 104), meta)
+            store.append_episode(still_episode(world, config, 104), meta)
     world.close()
     return path
 
@@ -139,7 +123,7 @@ def test_no_qualifying_start_reports_zero_starts(tmp_path: Path) -> None:
     path = tmp_path / "touch.zarr"
     world = PushTWorld(1, RES)
     with open_output(path, pusht_spec(RES), RES, append=False) as store:
-        episode = _still_episode(world, np.array([256.0, 285.0, *BLOCK]), 6)
+        episode = still_episode(world, np.array([256.0, 285.0, *BLOCK]), 6)
         store.append_episode(episode, EpisodeMeta(source="real", generator="test"))
     world.close()
     with EpisodeStore.open(path) as store:

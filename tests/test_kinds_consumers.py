@@ -22,6 +22,7 @@ from factories import (
     write_tiny_model_dir,
     write_tiny_object_state_dir,
 )
+from store_factories import still_episode
 from typer.testing import CliRunner
 
 from factory.envs.pusht import PushTWorld, pusht_spec
@@ -270,23 +271,6 @@ def test_lerobot_robot_plugin_on_object_state(obj_dir: Path, tmp_path: Path) -> 
 
 
 # -- 5. factory eval fidelity --------------------------------------------------------------
-def _still_episode(world: PushTWorld, config: np.ndarray, steps: int) -> dict[str, np.ndarray]:
-    """Ground-truth frames with the agent holding its position (as test_eval_permanence)."""
-    obs = world.reset(configs=config[None])
-    frames, state, gt = [obs.frames[0]], [obs.state[0]], [obs.task_state[0]]
-    for _ in range(steps - 1):
-        obs = world.step(config[None, :2])
-        frames.append(obs.frames[0])
-        state.append(obs.state[0])
-        gt.append(obs.task_state[0])
-    return {
-        "image": np.stack(frames),
-        "action": np.tile(config[:2], (steps, 1)).astype(np.float32),
-        "state": np.stack(state),
-        "gt_state": np.stack(gt),
-    }
-
-
 @pytest.fixture(scope="module")
 def held_out(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Two real episodes of 104 frames (horizon 100 after the context), block at rest."""
@@ -296,7 +280,7 @@ def held_out(tmp_path_factory: pytest.TempPathFactory) -> Path:
     with open_output(path, pusht_spec(RES), RES, append=False) as store:
         for i, config in enumerate(configs):
             meta = EpisodeMeta(source="real", generator="test", seed=i)
-            store.append_episode(_still_episode(world, config, 104), meta)
+            store.append_episode(still_episode(world, config, 104), meta)
     world.close()
     return path
 

@@ -41,7 +41,8 @@ class StepOutput:
 
     frames: (B, H, W, 3) uint8; state: (B, S) float32 robot state (raw units, e.g. board
     px) from the dynamics' state head; task_state: (B, 3) float32 block pose from the probe
-    (None without a probe); latents: (B, C, h, w) float32 on the model's device.
+    (None without a probe); latents: the model's own rollout state on its device: (B, C,
+    h, w) float32 latents for ``latent_grid``, the (B, 5) world state for ``object_state``.
     """
 
     frames: np.ndarray

@@ -12,9 +12,6 @@ an agent at rest), as in training at episode starts, which are rests after a res
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
-
 import numpy as np
 import torch
 from torch import Tensor
@@ -66,10 +63,6 @@ class ObjectStateModel(RolloutBase):
         if self.dynamics is None or self.renderer is None:
             raise ModelError("rollout needs the dynamics and renderer parts")
         return self.dynamics, self.renderer
-
-    @contextlib.contextmanager
-    def _autocast(self) -> Iterator[None]:
-        yield  # the parts are small: float32 everywhere
 
     # -- reading and rendering -----------------------------------------------------------
     @torch.no_grad()
