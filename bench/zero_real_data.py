@@ -1,7 +1,7 @@
-"""Issue 14: zero-real-data imitation learning, and policy evaluation inside the world model,
+"""Zero-real-data imitation learning, and policy evaluation inside the world model,
 measured with lerobot's own tools. One command, resumable stage by stage:
 
-    .venv/bin/python bench/zero_real_data.py            # the experiment (about 1.5 h, 2-core CPU)
+    .venv/bin/python bench/zero_real_data.py            # the experiment (2-core CPU; wall_s)
     .venv/bin/python bench/zero_real_data.py --tiny     # a smoke run of every stage (minutes)
 
 Run it from the repository root; rerun the same command after an interruption. Stages:
@@ -9,54 +9,30 @@ Run it from the repository root; rerun the same command after an interruption. S
 - **R**: N real expert demonstrations (``factory collect --generator expert`` in gym-pusht,
   seeds 300000+; the first N successful ones, by seed).
 - **G**: N demonstrations generated inside the model (``factory generate --generator expert
-  --only-success``; the only real input is the seeded reset frame). Rounds of N fresh seeds
-  until N are kept or ``--max-rounds`` rounds are spent; fewer is reported, not hidden.
+  --only-success``, kept by the model's own success reading; the only real input is the
+  seeded reset). Rounds of N fresh seeds until N are kept or ``--max-rounds`` are spent.
 - **transfer**: G's demos replayed open loop in the ground truth from the same seeded
   reset (``factory eval transfer``): how many generated successes are real ones.
-- **null**: the floor of each world: a policy that holds the agent still, scored on the
-  evaluation seeds in the ground truth and inside the model.
-- **M**: N/2 of R and N/2 of G (other start seeds than the R half), merged into one store
-  (``factory.store.merge_stores``).
-- **export**: ``factory export lerobot`` of each (video, lerobot's default codec).
-- **train**: one ``lerobot-train`` config, the same steps and seed on each, with a checkpoint
-  every steps/lengths steps (4 training lengths -> 12 checkpoints over 3 datasets).
+- **null**: the floor of each world: a policy that holds the agent still.
+- **M**: N/2 of R and N/2 of G (other start seeds than the R half), merged into one store.
+- Two policy **arms**, each with its own export, training and evaluation stages:
+  - ``state`` (primary): lerobot's state observations (``--obs
+    environment_state_agent_pos``: the T's 8 keypoints and the agent; for G and M's
+    generated half the keypoints come from the model's own block pose), trained with
+    ``factory policy train`` (lerobot's ACT, in RAM) on R and G at every ``--sizes`` and on
+    M, a checkpoint at each ``--state-saves`` step: the checkpoints of the agreement.
+  - ``image``: the image ACT of the seed, trained with ``lerobot-train`` on R, G and M at N,
+    at the CPU budget of ``--image-steps``.
 - **eval**: ``lerobot-eval`` of every checkpoint on the same held-out seeds (500000 +
-  episode index, never used for demos or the shipped model's data) in the ground truth
-  (``--env.type=pusht --eval.use_async_envs=false``) and inside the model
-  (``--env.type=demofactory``).
-- **report**: ``docs/results/zero_real_data.json`` (issue 14's keys, plus per-checkpoint rows,
-  an agreement on mean max reward and the targets) and ``docs/results/zero_real_data.png``.
+  episode index) in the ground truth (``--env.type=pusht``) and inside the model
+  (``--env.type=demofactory``), with the arm's ``--env.obs_type``.
+- **report**: ``docs/results/zero_real_data.json`` (``arms.state``, ``arms.image``, ``g``,
+  the targets), its plot and G's contact sheet.
 
-``WORK/state.json`` records the config, every command as it ran (with its exit status, wall
-time and log under ``WORK/logs/``) and each stage's wall time; a finished stage, export,
-checkpoint or evaluation is never redone, and an interrupted ``lerobot-train`` resumes from
-its last checkpoint. A work directory made with other settings is refused (exit 2).
-
-Defaults, sized by measurement on the quiet 2-core CPU (the pilot run, N=40 and 800 steps,
-took 44 min: ``docs/results/zero_real_data_pilot.json``):
-
-- Policy: ACT, ``dim_model`` 256, ``dim_feedforward`` 1024, 2 encoder layers, 1 decoder
-  layer, chunk 20, no VAE, ResNet-18 from scratch, batch 32. Measured 0.43 to 0.45 s/step
-  (about 73 samples/s) on a quiet machine; the issue's 1.3 s/step was measured under load, and
-  diffusion was 1.7x slower per step with 100 denoising steps per action chunk at
-  evaluation. ``n_action_steps`` 10: the policy replans every second, so it reacts to
-  what each world shows it. Learning rate 1e-4 (ACT's preset 1e-5 is for fine-tuning a
-  pretrained backbone over 100k steps; here the backbone starts from scratch). Not tuned
-  on the evaluation seeds.
-- Steps 2,000 per dataset (checkpoints at 500, 1,000, 1,500, 2,000): 3 x 2,000 steps took
-  44 min; at batch 32 that is 64k samples, about 8 epochs of N=100 expert episodes
-  of about 76 frames.
-- N = 100 demonstrations per dataset: the scale of PushT's human-demo benchmarks (about
-  200) halved. R collects 100 in about 25 s. G keeps 3 to 4% of the seeds it tries
-  (the model's expert rarely succeeds inside it) at about 82 frames/s (batch 16), about
-  6 min per 100 seeds: ``--max-rounds`` 2 caps it at 200 seeds, about 12.5 min.
-- Evaluation: 50 episodes of at most 300 steps per checkpoint and world, batch 10: about
-  51 s per checkpoint in the ground truth and 73 s inside the model, start-up
-  included; 24 runs, 25 min.
-- Total: about 1 h 30 min on a quiet machine; ``wall_s`` in the JSON says what it took.
-  Under CPU contention the in-model evaluation slows far more than the ground truth's
-  (torch threads fighting for the cores): run it alone.
-
+``WORK/state.json`` records the config, every command as it ran (exit status, wall time,
+log under ``WORK/logs/``) and each stage's wall time; a finished stage, export, checkpoint
+or evaluation is never redone. A work directory made with other settings is refused
+(exit 2). The policy settings were chosen on R alone (docs/RESULTS.md), never on G or M.
 """
 
 from __future__ import annotations
@@ -64,7 +40,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import shlex
 import shutil
 import sys
 from collections.abc import Callable
@@ -72,59 +47,92 @@ from pathlib import Path
 from typing import Any
 
 import zero_real_report as report
-from zero_real_run import (
-    BIN,
-    LEROBOT_ENV,
-    Plan,
-    Run,
-    StageError,
-    checkpoints,
-    datasets,
-    hold_still,
-    score_rows,
-    usable,
-)
+from zero_real_arms import policy_overrides, stage_eval, stage_export, stage_train
+from zero_real_run import BIN, Plan, Run, StageError, hold_still, score_rows, usable
 
 from factory.store import EpisodeStore, merge_stores
 
 log = logging.getLogger("zero_real_data")
 REPO = Path(__file__).resolve().parent.parent
-STAGES = ("R", "G", "transfer", "null", "M", "export", "train", "eval", "report")
+ARM_STAGES = ("export", "train", "eval")
+STAGES = (
+    "R", "G", "transfer", "null", "M",
+    *(f"{what}_{arm}" for arm in report.ARMS for what in ARM_STAGES),
+    "report",
+)  # fmt: skip
 
-ACT = (
+IMAGE_ACT = (
     "--policy.type=act --policy.pretrained_backbone_weights=null --policy.dim_model=256 "
     "--policy.n_heads=8 --policy.dim_feedforward=1024 --policy.n_encoder_layers=2 "
     "--policy.n_decoder_layers=1 --policy.chunk_size=20 --policy.n_action_steps=10 "
     "--policy.use_vae=false --policy.optimizer_lr=1e-4 --policy.optimizer_lr_backbone=1e-4"
 )
-ACT_TINY = (
+IMAGE_ACT_TINY = (
     "--policy.type=act --policy.pretrained_backbone_weights=null --policy.dim_model=64 "
     "--policy.n_heads=2 --policy.dim_feedforward=128 --policy.n_encoder_layers=1 "
     "--policy.n_decoder_layers=1 --policy.chunk_size=8 --policy.n_action_steps=8"
 )
+STATE_ACT = json.dumps(
+    dict(
+        normalization_mapping=dict(
+            VISUAL="MEAN_STD", STATE="MEAN_STD", ENV="MEAN_STD", ACTION="MEAN_STD"
+        ),
+        dim_model=128,
+        n_heads=4,
+        dim_feedforward=512,
+        n_encoder_layers=2,
+        n_decoder_layers=1,
+        chunk_size=16,
+        n_action_steps=16,
+        use_vae=False,
+        optimizer_lr=3e-4,
+    )
+)
+STATE_ACT_TINY = json.dumps(
+    dict(
+        dim_model=32,
+        n_heads=2,
+        dim_feedforward=64,
+        n_encoder_layers=1,
+        n_decoder_layers=1,
+        chunk_size=8,
+        n_action_steps=8,
+        use_vae=False,
+    )
+)
 FULL: dict[str, Any] = dict(
     work="runs/zero_real_data",
     n=100,
-    steps=2000,
-    lengths=4,
-    batch=32,
+    sizes=(10, 30, 100),
     episodes=50,
     eval_batch=10,
     episode_length=300,
+    state_policy=STATE_ACT,
+    state_steps=5000,
+    state_saves=(1500, 5000),
+    state_batch=64,
+    image_policy=IMAGE_ACT,
+    image_steps=1000,
+    image_lengths=1,
+    image_batch=32,
     num_workers=2,
-    policy=ACT,
 )
 TINY: dict[str, Any] = dict(
     work="runs/zero_real_data_tiny",
     n=2,
-    steps=4,
-    lengths=2,
-    batch=4,
+    sizes=(2,),
     episodes=2,
     eval_batch=2,
-    episode_length=50,
+    episode_length=30,
+    state_policy=STATE_ACT_TINY,
+    state_steps=4,
+    state_saves=(2, 4),
+    state_batch=4,
+    image_policy=IMAGE_ACT_TINY,
+    image_steps=2,
+    image_lengths=1,
+    image_batch=2,
     num_workers=0,
-    policy=ACT_TINY,
 )
 
 
@@ -196,7 +204,13 @@ def stage_transfer(run: Run) -> dict | None:
     if not usable(store, not run.plan.g_all):
         return None
     out = run.cmd("transfer", "factory", ["eval", "transfer", str(store), "--json"])
-    keys = ("model_success", "real_success", "block_err_px_median", "angle_err_deg_median")
+    keys = (
+        "model_success",
+        "real_success",
+        "real_success_given_model_success",
+        "block_err_px_median",
+        "angle_err_deg_median",
+    )
     return {k: out.get(k) for k in keys} | {"episodes": len(out.get("per_episode", []))}
 
 
@@ -233,152 +247,75 @@ def stage_m(run: Run) -> dict:
     return {"real": len(r_pick), "generated": len(g_pick)}
 
 
-# ---------------------------------------------------------------- lerobot
-def stage_export(run: Run) -> None:
-    p = run.plan
-    for d in datasets(run):
-        out = p.path("lerobot", d)
-        if (out / "meta" / "info.json").is_file():
-            continue
-        args = [
-            "export",
-            "lerobot",
-            str(p.path("stores", f"{d}.zarr")),
-            str(out),
-            "--repo-id",
-            f"local/zero_real_{d}",
-            "--json",
-        ]
-        if d in "RG":
-            picked = usable(p.path("stores", f"{d}.zarr"), d == "R" or not p.g_all)[: p.n]
-            args += ["--episodes", ",".join(str(i) for _, i in picked)]
-        run.cmd("export", "factory", args)
-
-
-def stage_train(run: Run) -> None:
-    p = run.plan
-    for d in datasets(run):
-        run_dir = p.path("train", d)
-        if p.steps in checkpoints(run_dir):
-            continue
-        last = run_dir / "checkpoints" / "last" / "pretrained_model" / "train_config.json"
-        if last.is_file():
-            resume = [f"--config_path={last}", "--resume=true"]
-            run.cmd("train", "lerobot-train", resume, env=LEROBOT_ENV)
-            continue
-        if run_dir.exists():
-            shutil.rmtree(run_dir)  # started, no checkpoint yet
-        args = [
-            f"--dataset.repo_id=local/zero_real_{d}",
-            f"--dataset.root={p.path('lerobot', d)}",
-            "--dataset.video_backend=pyav",
-            *shlex.split(p.policy),
-            f"--policy.device={p.device}",
-            "--policy.push_to_hub=false",
-            f"--steps={p.steps}",
-            f"--save_freq={p.steps // p.lengths}",
-            f"--batch_size={p.batch}",
-            f"--num_workers={p.num_workers}",
-            "--log_freq=50",
-            f"--seed={p.train_seed}",
-            "--wandb.enable=false",
-            f"--output_dir={run_dir}",
-        ]
-        run.cmd("train", "lerobot-train", args, env=LEROBOT_ENV)
-
-
-def eval_args(p: Plan, policy: Path, world: str, out: Path) -> list[str]:
-    env = (
-        ["--env.type=pusht", "--eval.use_async_envs=false"]
-        if world == "real"
-        else [
-            "--env.type=demofactory",
-            f"--env.device={p.device}",
-            *([f"--env.model={p.model}"] if p.model else []),
-        ]
-    )
-    return [
-        f"--policy.path={policy}",
-        f"--policy.device={p.device}",
-        *env,
-        f"--env.episode_length={p.episode_length}",
-        f"--eval.n_episodes={p.episodes}",
-        f"--eval.batch_size={p.eval_batch}",
-        f"--seed={p.eval_seed}",
-        f"--output_dir={out}",
-    ]
-
-
-def stage_eval(run: Run) -> None:
-    p = run.plan
-    for d in datasets(run):
-        for step, policy in sorted(checkpoints(p.path("train", d)).items()):
-            for world in report.WORLDS:
-                out = p.path("eval", d, str(step), world)
-                if (out / "eval_info.json").is_file():
-                    continue
-                if out.exists():
-                    shutil.rmtree(out)
-                run.cmd("eval", "lerobot-eval", eval_args(p, policy, world, out), env=LEROBOT_ENV)
-
-
 # ---------------------------------------------------------------- command line
-def parse(argv: list[str] | None) -> tuple[Plan, argparse.Namespace]:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--tiny", action="store_true", help="smoke run: N=2, 4 steps, 2 episodes")
+def _ints(text: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in text.split(",") if x.strip())
+
+
+def _options(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("--tiny", action="store_true", help="smoke run: N=2, a few steps, 2 episodes")
     ap.add_argument("--work", help=f"work dir (default {FULL['work']}; --tiny {TINY['work']})")
-    ap.add_argument("--n", type=int, help="demos per dataset (100; --tiny 2); even")
-    ap.add_argument("--steps", type=int, help="lerobot-train steps (2000; --tiny 4)")
-    ap.add_argument("--lengths", type=int, help="checkpoints per run (4; --tiny 2)")
-    ap.add_argument("--batch", type=int, help="lerobot-train batch (32; --tiny 4)")
+    ap.add_argument("--n", type=int, help="demos in R, G and M (100; --tiny 2); even")
+    ap.add_argument("--sizes", type=_ints, help="state arm: R and G sizes (10,30,100)")
     ap.add_argument("--episodes", type=int, help="eval episodes per checkpoint (50; --tiny 2)")
     ap.add_argument("--eval-batch", type=int, help="lerobot-eval batch (10; --tiny 2)")
-    ap.add_argument("--episode-length", type=int, help="eval steps per episode (300; --tiny 50)")
-    ap.add_argument("--num-workers", type=int, help="lerobot-train data workers (2; --tiny 0)")
-    ap.add_argument("--policy", help="lerobot-train policy flags (default: the ACT above)")
+    ap.add_argument("--episode-length", type=int, help="eval steps per episode (300)")
+    ap.add_argument("--state-policy", type=policy_overrides, help="state ACT config (JSON)")
+    ap.add_argument("--state-steps", type=int, help="state arm: training steps (5000)")
+    ap.add_argument("--state-saves", type=_ints, help="state arm: checkpoints (1500,5000)")
+    ap.add_argument("--state-batch", type=int, help="state arm: batch (64)")
+    ap.add_argument("--image-policy", help="image arm: lerobot-train policy flags")
+    ap.add_argument("--image-steps", type=int, help="image arm: lerobot-train steps (1000)")
+    ap.add_argument("--image-lengths", type=int, help="image arm: checkpoints per run (1)")
+    ap.add_argument("--image-batch", type=int, help="image arm: batch (32)")
+    ap.add_argument("--num-workers", type=int, help="lerobot-train data workers (2)")
     ap.add_argument("--eval-seed", type=int, default=500000, help="first held-out eval seed")
     ap.add_argument("--demo-seed", type=int, default=300000, help="first demo start seed")
     ap.add_argument("--demo-steps", type=int, default=300, help="max steps per demo")
     ap.add_argument("--max-rounds", type=int, default=2, help="rounds of N seeds for R and G")
     ap.add_argument("--gen-batch", type=int, default=16, help="factory generate --batch-size")
-    ap.add_argument("--train-seed", type=int, default=1000, help="lerobot-train --seed")
+    ap.add_argument("--train-seed", type=int, default=1000, help="policy training seed")
     ap.add_argument("--device", default="cpu", help="cpu | cuda (training, eval, generation)")
     ap.add_argument("--model", help="world model dir (default: the shipped models/pusht)")
-    ap.add_argument(
-        "--g-all",
-        action="store_true",
-        help="keep failed generated demos too (plumbing check, not the experiment)",
-    )
-    ap.add_argument(
-        "--out",
-        help="results JSON (default docs/results/zero_real_data.json; "
-        "--tiny: WORK/zero_real_data.json); the plot goes beside it as .png",
-    )
+    g_all = "keep failed generated demos too (plumbing check, not the experiment)"
+    ap.add_argument("--g-all", action="store_true", help=g_all)
+    ap.add_argument("--arms", type=lambda t: tuple(t.split(",")), default=report.ARMS,
+                    help="arms to run now (state,image); not part of the config")  # fmt: skip
+    ap.add_argument("--out", help="results JSON (default docs/results/zero_real_data.json; "
+                    "--tiny: WORK/zero_real_data.json); the plot goes beside it")  # fmt: skip
     ap.add_argument("--stop-after", choices=STAGES, help="stop after this stage")
-    a = ap.parse_args(argv)
-    base = TINY if a.tiny else FULL
-    pick = {k: getattr(a, k) if getattr(a, k) is not None else v for k, v in base.items()}
-    plan = Plan(
-        **pick,
-        eval_seed=a.eval_seed,
-        demo_seed=a.demo_seed,
-        demo_steps=a.demo_steps,
-        max_rounds=a.max_rounds,
-        gen_batch=a.gen_batch,
-        train_seed=a.train_seed,
-        device=a.device,
-        model=a.model,
-        g_all=a.g_all,
-    )
-    if plan.n < 2 or plan.n % 2:
-        raise ValueError(f"--n must be even and at least 2, got {plan.n}")
-    if plan.lengths < 1 or plan.steps % plan.lengths:
-        raise ValueError(f"--steps {plan.steps} must be a multiple of --lengths {plan.lengths}")
-    if min(plan.batch, plan.episodes, plan.eval_batch, plan.episode_length, plan.max_rounds) < 1:
-        raise ValueError("batch sizes, episodes, episode length and rounds must be positive")
+
+
+def _check(plan: Plan, arms: tuple[str, ...]) -> None:
+    if plan.n < 2 or plan.n % 2 or any(k < 1 or k > plan.n for k in plan.sizes):
+        raise ValueError(
+            f"--n must be even and >= 2 and --sizes in 1..n, got {plan.n}, {plan.sizes}"
+        )
+    if plan.n not in plan.sizes:
+        raise ValueError(f"--sizes must include --n ({plan.n}): R and G at N are the results")
+    if plan.image_lengths < 1 or plan.image_steps % plan.image_lengths:
+        raise ValueError(f"--image-steps {plan.image_steps} must be a multiple of --image-lengths")
+    if min(plan.state_batch, plan.image_batch, plan.episodes, plan.eval_batch) < 1:
+        raise ValueError("batch sizes and episodes must be positive")
+    if min(plan.episode_length, plan.max_rounds, plan.state_steps, plan.image_steps) < 1:
+        raise ValueError("episode length, rounds and steps must be positive")
+    if not set(arms) <= set(report.ARMS):
+        raise ValueError(f"--arms must be among {', '.join(report.ARMS)}, got {','.join(arms)}")
     for exe in ("factory", "lerobot-train", "lerobot-eval"):
         if not (BIN / exe).is_file():
             raise ValueError(f"{BIN / exe} not found: run `python3 -m uv sync --locked` first")
+
+
+def parse(argv: list[str] | None) -> tuple[Plan, argparse.Namespace]:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    _options(ap)
+    a = ap.parse_args(argv)
+    base = TINY if a.tiny else FULL
+    pick = {k: getattr(a, k) if getattr(a, k) is not None else v for k, v in base.items()}
+    fixed = ("eval_seed", "demo_seed", "demo_steps", "max_rounds", "gen_batch", "train_seed",
+             "device", "model", "g_all")  # fmt: skip
+    plan = Plan(**pick, **{k: getattr(a, k) for k in fixed})
+    _check(plan, a.arms)
     if a.out is None:
         a.out = (
             str(plan.path("zero_real_data.json"))
@@ -413,20 +350,23 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:
         print(f"zero_real_data: {e}", file=sys.stderr)
         return 2
-    fns = {
+    fns: dict[str, Callable[[Run], Any]] = {
         "R": stage_r,
         "G": stage_g,
         "transfer": stage_transfer,
         "null": stage_null,
         "M": stage_m,
-        "export": stage_export,
-        "train": stage_train,
-        "eval": stage_eval,
         "report": stage_report(Path(a.out)),
     }
+    for arm in report.ARMS:
+        fns[f"export_{arm}"] = stage_export(arm)
+        fns[f"train_{arm}"] = stage_train(arm)
+        fns[f"eval_{arm}"] = stage_eval(arm, report.WORLDS)
+    skip = {f"{what}_{arm}" for arm in report.ARMS if arm not in a.arms for what in ARM_STAGES}
     try:
         for name in STAGES:
-            run.do(name, fns[name])
+            if name not in skip:
+                run.do(name, fns[name])
             if name == a.stop_after:
                 break
     except StageError as e:
@@ -437,8 +377,13 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     done = run.stage("report").get("info")
     summary = json.loads(Path(a.out).read_text()) if done else {}
-    keys = ("real_success", "model_success", "g_over_r", "agreement", "wall_s")
-    print(json.dumps({"work": plan.work, **(done or {}), **{k: summary.get(k) for k in keys}}))
+    arms = {
+        arm: {k: v.get(k) for k in ("real_success", "model_success", "g_over_r", "agreement")}
+        for arm, v in summary.get("arms", {}).items()
+    }
+    keys = ("g", "targets", "wall_s")
+    out = {"work": plan.work, **(done or {}), "arms": arms, **{k: summary.get(k) for k in keys}}
+    print(json.dumps(out))
     return 0
 
 

@@ -1,7 +1,7 @@
 """The report of ``bench/zero_real_data.py``: scores read from ``lerobot-eval``'s
-``eval_info.json`` files, the results JSON (issue 14's keys) and a PIL plot (no matplotlib
-in the locked environment): success against training steps per dataset and world, and the
-in-model against the real success of every checkpoint.
+``eval_info.json`` files, the results JSON (one entry per policy arm under ``arms``) and
+a PIL plot (no matplotlib in the locked environment): in-model against real success of
+every checkpoint, per arm, and the state arm's success against training steps.
 """
 
 from __future__ import annotations
@@ -13,11 +13,14 @@ from typing import Any
 
 from PIL import Image, ImageDraw, ImageFont
 
-from factory.eval.agreement import agreement
+from factory.eval.agreement import agreement as rank_agreement
 
-DATASETS = ("R", "G", "M")
+ARMS = ("state", "image")
 WORLDS = ("real", "model")  # lerobot's pusht env, the demofactory env
+FAMILIES = ("R", "G", "M")  # real demos, generated demos, half and half
 COLOURS = {"R": (31, 119, 180), "G": (255, 127, 14), "M": (44, 160, 44)}
+CI_LEVEL = 0.95
+SPAN = (0.1, 0.7)  # the real-success range the checkpoints must cover
 
 
 def read_eval(path: Path) -> dict[str, float]:
@@ -43,75 +46,133 @@ def paired(rows: list[dict[str, Any]], key: str) -> list[dict[str, Any]]:
     ]
 
 
-def final_scores(rows: list[dict[str, Any]], world: str) -> dict[str, float | None]:
-    """Each dataset's success at its last scored step in ``world`` (None: not trained)."""
+def final_scores(rows: list[dict[str, Any]], world: str, n: int) -> dict[str, float | None]:
+    """Success of ``R<n>``, ``G<n>`` and ``M<n>`` at their last step in ``world``."""
     out: dict[str, float | None] = {}
-    for d in DATASETS:
-        mine = [r for r in rows if r["dataset"] == d and r["world"] == world]
-        out[d] = max(mine, key=lambda r: r["step"])["success"] if mine else None
+    for fam in FAMILIES:
+        mine = [r for r in rows if r["dataset"] == f"{fam}{n}" and r["world"] == world]
+        out[fam] = max(mine, key=lambda r: r["step"])["success"] if mine else None
     return out
 
 
 def agreement_of(pairs: list[dict[str, Any]]) -> dict[str, Any]:
-    if len(pairs) < 2:
-        return {
-            "pearson": None,
-            "spearman": None,
-            "mmrv": None,
-            "n_checkpoints": len(pairs),
-            "pearson_ci90": [None, None],
-        }
-    return agreement([p["model"] for p in pairs], [p["real"] for p in pairs])
-
-
-def targets(
-    real: dict[str, float | None], agree: dict[str, Any], wall: float, constant_real: bool
-) -> dict[str, Any]:
-    """Issue 14's targets, each True/False, or None where it cannot be judged.
-
-    A comparison of two zeros (M against R when both are 0) and an MMRV over checkpoints
-    whose real success is constant (no ranking to violate) would be met vacuously, so
-    they are None, not True.
-    """
-    r, g, m = real["R"], real["G"], real["M"]
-    pear, mmrv = agree["pearson"], agree["mmrv"]
-    return {
-        "g_over_r_at_least_0.8": None if r in (None, 0) or g is None else g / r >= 0.8,
-        "m_at_least_r": None if r is None or m is None or r == m == 0 else m >= r,
-        "pearson_at_least_0.8": None if pear is None else pear >= 0.8,
-        "mmrv_at_most_0.1": None if mmrv is None or constant_real else mmrv <= 0.1,
-        "n_checkpoints_at_least_8": agree["n_checkpoints"] >= 8,
-        "under_4_hours": wall < 4 * 3600,
+    """Pearson (with its bootstrap CI), Spearman, MMRV, the mean in-model bias (sim minus
+    real) and the real range over checkpoints; None where undefined."""
+    real = [p["real"] for p in pairs]
+    out: dict[str, Any] = {
+        "n_checkpoints": len(pairs),
+        "pearson": None,
+        "pearson_ci": [None, None],
+        "ci_level": CI_LEVEL,
+        "spearman": None,
+        "mmrv": None,
+        "bias": None,
+        "real_success_range": [min(real), max(real)] if real else [None, None],
     }
+    if len(pairs) >= 2:
+        from factory.eval.agreement import bootstrap_ci, pearson
+
+        sim = [p["model"] for p in pairs]
+        base = rank_agreement(sim, real)
+        lo, hi = bootstrap_ci(sim, real, pearson, level=CI_LEVEL)
+        ci = [None if x != x else round(x, 6) for x in (lo, hi)]
+        bias = sum(s - r for s, r in zip(sim, real, strict=True)) / len(pairs)
+        out.update(
+            pearson=base["pearson"],
+            pearson_ci=ci,
+            spearman=base["spearman"],
+            mmrv=base["mmrv"],
+            bias=round(bias, 6),
+        )
+    return out
 
 
-def build(rows: list[dict[str, Any]], state: dict[str, Any]) -> dict[str, Any]:
-    """The results JSON from the score rows and the run's ``state.json``."""
-    real, model = final_scores(rows, "real"), final_scores(rows, "model")
+def _at_least(x: float | None, bound: float) -> bool:
+    """Met only when computed: a target that cannot be computed is not met."""
+    return x is not None and x >= bound
+
+
+def _at_most(x: float | None, bound: float) -> bool:
+    return x is not None and x <= bound
+
+
+def arm_report(rows: list[dict[str, Any]], n: int) -> dict[str, Any]:
+    """One arm's results: final success of R, G, M in both worlds, G/R and the agreement
+    over every checkpoint, on success and on mean max reward."""
+    real, model = final_scores(rows, "real", n), final_scores(rows, "model", n)
     pairs = paired(rows, "success")
-    agree = agreement_of(pairs)
-    reward_pairs = paired(rows, "max_reward")
-    wall = {k: v.get("wall_s", 0.0) for k, v in state["stages"].items()}
-    total = round(sum(wall.values()), 1)
     r, g = real["R"], real["G"]
     return {
         "real_success": real,
         "model_success": model,
         "g_over_r": None if r in (None, 0) or g is None else round(g / r, 4),
-        "agreement": agree,
-        "agreement_max_reward": agreement_of(reward_pairs),
+        "agreement": agreement_of(pairs),
+        "agreement_max_reward": agreement_of(paired(rows, "max_reward")),
         "checkpoints": pairs,
-        "checkpoints_max_reward": reward_pairs,
-        "scores": rows,
-        "demos": {k: state["stages"].get(k, {}).get("info") for k in DATASETS},
-        "g_transfer": state["stages"].get("transfer", {}).get("info"),
+        "checkpoints_max_reward": paired(rows, "max_reward"),
+    }
+
+
+def state_targets(arm: dict[str, Any], g: dict[str, Any], wall: float) -> dict[str, bool]:
+    """The issue's targets for the default run (the state arm); False when not computable."""
+    real, a = arm["real_success"], arm["agreement"]
+    lo, hi = a["real_success_range"]
+    r, m = real["R"], real["M"]
+    return {
+        "r_at_least_0.6": _at_least(r, 0.6),
+        "g_over_r_at_least_0.8": _at_least(arm["g_over_r"], 0.8),
+        "m_at_least_r": r is not None and m is not None and m >= r,
+        "n_checkpoints_at_least_12": a["n_checkpoints"] >= 12,
+        "real_success_spans_0.1_to_0.7": lo is not None and lo <= SPAN[0] and hi >= SPAN[1],
+        "pearson_at_least_0.8": _at_least(a["pearson"], 0.8),
+        "pearson_ci_low_above_0.5": a["pearson_ci"][0] is not None and a["pearson_ci"][0] > 0.5,
+        "mmrv_at_most_0.1": _at_most(a["mmrv"], 0.1),
+        "abs_bias_at_most_0.05": a["bias"] is not None and abs(a["bias"]) <= 0.05,
+        "g_real_given_model_at_least_0.8": _at_least(
+            g.get("real_success_given_model_success"), 0.8
+        ),
+        "under_3_hours": wall < 3 * 3600,
+    }
+
+
+def g_summary(state: dict[str, Any]) -> dict[str, Any]:
+    """G's keep rate and transfer: demos kept by the model's own success reading."""
+    demos = state["stages"].get("G", {}).get("info") or {}
+    transfer = state["stages"].get("transfer", {}).get("info") or {}
+    kept, tried = demos.get("usable"), demos.get("seeds_tried")
+    return {
+        "kept": kept,
+        "tried": tried,
+        "keep_rate": None if not tried or kept is None else round(kept / tried, 4),
+        "real_success_given_model_success": transfer.get("real_success_given_model_success"),
+        "transfer": transfer or None,
+    }
+
+
+def build(rows: list[dict[str, Any]], state: dict[str, Any]) -> dict[str, Any]:
+    """The results JSON from the score rows (with an ``arm`` each) and ``state.json``."""
+    n = int(state["config"]["n"])
+    arms = {
+        arm: arm_report([r for r in rows if r["arm"] == arm], n)
+        for arm in ARMS
+        if any(r["arm"] == arm for r in rows)
+    }
+    wall = {k: v.get("wall_s", 0.0) for k, v in state["stages"].items()}
+    total = round(sum(wall.values()), 1)
+    g = g_summary(state)
+    empty = arm_report([], n)
+    return {
+        "arms": arms,
+        "g": g,
         "hold_still": state["stages"].get("null", {}).get("info"),
+        "demos": {k: state["stages"].get(k, {}).get("info") for k in ("R", "G", "M")},
+        "scores": rows,
         "config": state["config"],
         "commands": [
             c["cmd"] + (f"  # exit {c['rc']}" if c["rc"] else "") for c in state["commands"]
         ],
         "wall_s": {**wall, "total": total},
-        "targets": targets(real, agree, total, len({p["real"] for p in pairs}) < 2),
+        "targets": state_targets(arms.get("state", empty), g, total),
         "notes": state.get("notes", []),
     }
 
@@ -121,22 +182,21 @@ W, H, PAD = 560, 420, 60
 
 
 def _panel(
-    draw: ImageDraw.ImageDraw, x0: int, title: str, xlabel: str, ylabel: str, xmax: float
+    draw: ImageDraw.ImageDraw, x0: int, title: str, labels: tuple[str, str], xmax: float
 ) -> Any:
     font = ImageFont.load_default()
     left, top, right, bottom = x0 + PAD, PAD, x0 + W - 20, H - PAD
     draw.rectangle((left, top, right, bottom), outline=(0, 0, 0))
     draw.text((left, 20), title, fill=(0, 0, 0), font=font)
-    draw.text(((left + right) // 2 - 30, bottom + 30), xlabel, fill=(0, 0, 0), font=font)
-    draw.text((x0 + 5, top - 15), ylabel, fill=(0, 0, 0), font=font)
+    draw.text(((left + right) // 2 - 30, bottom + 30), labels[0], fill=(0, 0, 0), font=font)
+    draw.text((x0 + 5, top - 15), labels[1], fill=(0, 0, 0), font=font)
     for k in range(6):
         y = bottom - (bottom - top) * k / 5
         draw.line((left - 4, y, left, y), fill=(0, 0, 0))
         draw.text((left - 30, y - 6), f"{k / 5:.1f}", fill=(0, 0, 0), font=font)
         x = left + (right - left) * k / 5
         draw.line((x, bottom, x, bottom + 4), fill=(0, 0, 0))
-        label = f"{xmax * k / 5:.4g}"
-        draw.text((x - 10, bottom + 8), label, fill=(0, 0, 0), font=font)
+        draw.text((x - 10, bottom + 8), f"{xmax * k / 5:.4g}", fill=(0, 0, 0), font=font)
 
     def to_px(x: float, y: float) -> tuple[float, float]:
         return left + (right - left) * x / xmax, bottom - (bottom - top) * y
@@ -145,10 +205,7 @@ def _panel(
 
 
 def _dashed(
-    draw: ImageDraw.ImageDraw,
-    a: tuple[float, float],
-    b: tuple[float, float],
-    colour: tuple[int, int, int],
+    draw: ImageDraw.ImageDraw, a: tuple[float, float], b: tuple[float, float], colour: Any
 ) -> None:
     n = 12
     for k in range(0, n, 2):
@@ -157,131 +214,68 @@ def _dashed(
         draw.line((p, q), fill=colour, width=2)
 
 
-def _scatter(
-    draw: ImageDraw.ImageDraw, x0: int, what: str, agree: dict[str, Any], pairs: list[dict]
-) -> None:
-    """One in-model vs real scatter panel at ``x0``, with the y = x line."""
+def _scatter(draw: ImageDraw.ImageDraw, x0: int, arm: str, res: dict[str, Any]) -> None:
+    """In-model vs real success of every checkpoint of one arm, with the y = x line."""
+    agree = res["agreement"]
     pear = "n/a" if agree["pearson"] is None else f"{agree['pearson']:.3f}"
-    title = f"in-model vs real {what}, {agree['n_checkpoints']} checkpoints, Pearson {pear}"
-    to_px = _panel(draw, x0, title, f"real {what} (pusht)", f"in-model {what}", 1.0)
+    title = f"{arm} arm: in-model vs real success, {agree['n_checkpoints']} ckpts, r={pear}"
+    to_px = _panel(draw, x0, title, ("real success (pusht)", "in-model success"), 1.0)
     _dashed(draw, to_px(0.0, 0.0), to_px(1.0, 1.0), (150, 150, 150))
-    for p in pairs:
+    for p in res["checkpoints"]:
         x, y = to_px(p["real"], p["model"])
-        draw.ellipse((x - 4, y - 4, x + 4, y + 4), fill=COLOURS[p["dataset"]])
+        draw.ellipse((x - 4, y - 4, x + 4, y + 4), fill=COLOURS[p["dataset"][0]])
 
 
-def draw_plot(report: dict[str, Any], out: Path) -> None:
-    """Three panels: success vs steps (solid: ground truth, dashed: in the model), and the
-    model-vs-real scatter of every checkpoint's success and mean max reward."""
-    img = Image.new("RGB", (3 * W, H), (255, 255, 255))
-    draw = ImageDraw.Draw(img)
-    rows = report["scores"]
+def _curves(draw: ImageDraw.ImageDraw, x0: int, rows: list[dict[str, Any]]) -> None:
+    """Success against training steps per dataset (solid: real, dashed: in the model)."""
     xmax = float(max([r["step"] for r in rows], default=1))
-    curve = _panel(
-        draw,
-        0,
-        "success vs training steps (solid: real, dashed: in model)",
-        "training steps",
-        "success",
-        xmax,
-    )
-    for d in DATASETS:
+    title = "state arm: success vs steps (solid: real, dashed: in model)"
+    curve = _panel(draw, x0, title, ("training steps", "success"), xmax)
+    for d in sorted({r["dataset"] for r in rows}):
         for world in WORLDS:
             pts = sorted(
-                (r["step"], r["success"]) for r in rows if r["dataset"] == d and r["world"] == world
+                (r["step"], r["success"]) for r in rows if (r["dataset"], r["world"]) == (d, world)
             )
             px = [curve(x, y) for x, y in pts]
             for a, b in itertools.pairwise(px):
                 if world == "real":
-                    draw.line((a, b), fill=COLOURS[d], width=2)
+                    draw.line((a, b), fill=COLOURS[d[0]], width=2)
                 else:
-                    _dashed(draw, a, b, COLOURS[d])
-            for x, y in px:
-                draw.ellipse((x - 3, y - 3, x + 3, y + 3), fill=COLOURS[d])
-    _scatter(draw, W, "success", report["agreement"], report["checkpoints"])
-    reward_pairs = report.get("checkpoints_max_reward", [])
-    _scatter(draw, 2 * W, "max reward", report["agreement_max_reward"], reward_pairs)
-    for k, d in enumerate(DATASETS):
-        draw.rectangle((W - 90, PAD + 8 + 16 * k, W - 80, PAD + 18 + 16 * k), fill=COLOURS[d])
-        draw.text((W - 75, PAD + 6 + 16 * k), d, fill=(0, 0, 0))
+                    _dashed(draw, a, b, COLOURS[d[0]])
+
+
+def draw_plot(report: dict[str, Any], out: Path) -> None:
+    """Per arm the model-vs-real scatter, then the state arm's curves."""
+    arms = report["arms"]
+    img = Image.new("RGB", ((len(arms) + 1) * W, H), (255, 255, 255))
+    draw = ImageDraw.Draw(img)
+    for k, (arm, res) in enumerate(arms.items()):
+        _scatter(draw, k * W, arm, res)
+    _curves(draw, len(arms) * W, [r for r in report["scores"] if r["arm"] == "state"])
+    for k, fam in enumerate(FAMILIES):
+        draw.rectangle((W - 90, PAD + 8 + 16 * k, W - 80, PAD + 18 + 16 * k), fill=COLOURS[fam])
+        draw.text((W - 75, PAD + 6 + 16 * k), fam, fill=(0, 0, 0))
     out.parent.mkdir(parents=True, exist_ok=True)
     img.save(out)
 
 
-def contact_sheet(store: Path, out: Path, cols: int = 5, scale: int = 2) -> int:
-    """Each episode of ``store`` as one row of ``cols`` frames evenly spaced from its first
-    to its last, ``scale`` times enlarged; returns the number of rows drawn."""
+def contact_sheet(store: Path, out: Path, rows: int = 10, cols: int = 6, scale: int = 2) -> int:
+    """The first ``rows`` episodes of ``store``, one row each of ``cols`` frames evenly
+    spaced from first to last, ``scale`` times enlarged; returns the rows drawn."""
     import numpy as np
 
     from factory.store import EpisodeStore
 
-    rows = []
+    strips = []
     with EpisodeStore.open(store) as st:
-        for i in range(st.n_episodes):
+        for i in range(min(rows, st.n_episodes)):
             frames = st.episode(i)["image"]  # (T, H, W, 3) uint8
             idx = np.linspace(0, len(frames) - 1, cols).round().astype(int)
-            rows.append(np.concatenate([frames[j] for j in idx], axis=1))
-    if not rows:
+            strips.append(np.concatenate([frames[j] for j in idx], axis=1))
+    if not strips:
         return 0
-    sheet = Image.fromarray(np.concatenate(rows, axis=0))
+    sheet = Image.fromarray(np.concatenate(strips, axis=0))
     sheet = sheet.resize((sheet.width * scale, sheet.height * scale), Image.Resampling.NEAREST)
     out.parent.mkdir(parents=True, exist_ok=True)
     sheet.save(out)
-    return len(rows)
-
-
-# ---------------------------------------------------------------- markdown
-def _f(x: Any, digits: int = 3) -> str:
-    return "n/a" if x is None else f"{x:.{digits}f}"
-
-
-def _demos_used(info: dict[str, Any]) -> int | None:
-    """R's and G's stage info say ``used``; M's its ``real`` and ``generated`` parts."""
-    if "used" in info:
-        return int(info["used"])
-    return (info.get("real", 0) + info.get("generated", 0)) or None
-
-
-def markdown(res: dict[str, Any]) -> str:
-    """The results JSON as the markdown tables of ``docs/RESULTS.md``."""
-    demos, out = res["demos"], []
-    out.append("| dataset | demos used | real success | in-model success |")
-    out.append("| --- | --- | --- | --- |")
-    for d in DATASETS:
-        used = _demos_used(demos.get(d) or {})
-        real, model = res["real_success"][d], res["model_success"][d]
-        out.append(f"| {d} | {used if used is not None else 'n/a'} | {_f(real)} | {_f(model)} |")
-    out += ["", "| statistic over checkpoints | success | mean max reward |", "| --- | --- | --- |"]
-    a, b = res["agreement"], res["agreement_max_reward"]
-    for key in ("pearson", "spearman", "mmrv", "n_checkpoints"):
-        fmt = str if key == "n_checkpoints" else _f
-        out.append(f"| {key} | {fmt(a[key])} | {fmt(b[key])} |")
-    ci = "| Pearson 90% CI (bootstrap) | {} | {} |"
-    out.append(
-        ci.format(*("[" + ", ".join(_f(v) for v in x["pearson_ci90"]) + "]" for x in (a, b)))
-    )
-    out += ["", "| dataset | step | real success | in-model success | real max reward |"]
-    out[-1] += " in-model max reward |"
-    out.append("| --- | --- | --- | --- | --- | --- |")
-    rewards = {(p["dataset"], p["step"]): p for p in res.get("checkpoints_max_reward", [])}
-    for p in res["checkpoints"]:
-        r = rewards.get((p["dataset"], p["step"]), {})
-        cells = [_f(p["real"]), _f(p["model"]), _f(r.get("real")), _f(r.get("model"))]
-        out.append(f"| {p['dataset']} | {p['step']} | " + " | ".join(cells) + " |")
-    if res.get("hold_still"):
-        out += [
-            "",
-            "| a policy that holds still | success | mean max reward |",
-            "| --- | --- | --- |",
-        ]
-        for world, v in res["hold_still"].items():
-            out.append(f"| {world} | {_f(v['success'])} | {_f(v['max_reward'])} |")
-    out += ["", "| stage | wall time (s) |", "| --- | --- |"]
-    out += [f"| {k} | {v:.0f} |" for k, v in res["wall_s"].items()]
-    return "\n".join(out) + "\n"
-
-
-if __name__ == "__main__":
-    import sys
-
-    print(markdown(json.loads(Path(sys.argv[1]).read_text())), end="")
+    return len(strips)

@@ -30,16 +30,23 @@ class StageError(RuntimeError):
 
 @dataclass(frozen=True)
 class Plan:
+    """Every setting of one experiment (``state.json``'s ``config``); see the CLI help."""
+
     work: str
     n: int
-    steps: int
-    lengths: int
-    batch: int
+    sizes: tuple[int, ...]
     episodes: int
     eval_batch: int
     episode_length: int
+    state_policy: str
+    state_steps: int
+    state_saves: tuple[int, ...]
+    state_batch: int
+    image_policy: str
+    image_steps: int
+    image_lengths: int
+    image_batch: int
     num_workers: int
-    policy: str
     eval_seed: int
     demo_seed: int
     demo_steps: int
@@ -56,9 +63,16 @@ class Plan:
     def config(self) -> dict[str, Any]:
         cfg = asdict(self)
         cfg.pop("work")
-        cfg["save_freq"] = self.steps // self.lengths
+        cfg["sizes"], cfg["state_saves"] = list(self.sizes), list(self.state_saves)
         cfg["eval_seeds"] = [self.eval_seed, self.eval_seed + self.episodes - 1]
         return cfg
+
+    def datasets(self, arm: str) -> list[str]:
+        """The state arm trains on R and G at every size and on M at N; the image arm on
+        R, G and M at N."""
+        if arm == "image":
+            return [f"R{self.n}", f"G{self.n}", f"M{self.n}"]
+        return [*(f"R{k}" for k in self.sizes), *(f"G{k}" for k in self.sizes), f"M{self.n}"]
 
 
 class Run:
@@ -167,14 +181,29 @@ def usable(store: Path, only_success: bool) -> list[tuple[int, int]]:
     return sorted(got)
 
 
-def datasets(run: Run) -> list[str]:
-    """The datasets that have demonstrations (R always; G and M when G kept any)."""
+def picked(run: Run, name: str) -> list[int] | None:
+    """Store indices of dataset ``name`` (``R30``: the first 30 real demos by seed), or
+    None when its store holds fewer usable demos. ``M<n>`` is all of ``M.zarr``."""
     p = run.plan
-    out = ["R"] if usable(p.path("stores", "R.zarr"), True) else []
-    if usable(p.path("stores", "G.zarr"), not p.g_all):
-        out.append("G")
-    if p.path("stores", "M.zarr").exists() and not run.stage("M").get("info", {}).get("skipped"):
-        out.append("M")
+    fam, k = name[0], int(name[1:])
+    store = p.path("stores", f"{fam}.zarr")
+    if fam == "M":
+        if not store.exists() or run.stage("M").get("info", {}).get("skipped"):
+            return None
+        with EpisodeStore.open(store) as st:
+            return list(range(st.n_episodes))
+    got = usable(store, fam == "R" or not p.g_all)
+    return [i for _, i in got[:k]] if len(got) >= k else None
+
+
+def datasets(run: Run, arm: str) -> list[str]:
+    """The arm's datasets that have their demonstrations (a note names any missing)."""
+    out = []
+    for name in run.plan.datasets(arm):
+        if picked(run, name) is None:
+            run.note(f"{arm} arm: {name} not trained (too few demos)")
+        else:
+            out.append(name)
     return out
 
 
@@ -232,9 +261,10 @@ def hold_still(p: Plan, world_name: str) -> dict[str, float]:
 
 
 def score_rows(p: Plan) -> list[dict[str, Any]]:
-    """One row per ``WORK/eval/DATASET/STEP/WORLD/eval_info.json``."""
+    """One row per ``WORK/eval/ARM/DATASET/STEP/WORLD/eval_info.json``."""
     rows = []
-    for f in sorted(p.path("eval").glob("*/*/*/eval_info.json")):
-        d, step, world = f.parts[-4:-1]
-        rows.append({"dataset": d, "step": int(step), "world": world, **report.read_eval(f)})
-    return sorted(rows, key=lambda r: (r["dataset"], r["step"], r["world"]))
+    for f in sorted(p.path("eval").glob("*/*/*/*/eval_info.json")):
+        arm, d, step, world = f.parts[-5:-1]
+        row = {"arm": arm, "dataset": d, "step": int(step), "world": world}
+        rows.append({**row, **report.read_eval(f)})
+    return sorted(rows, key=lambda r: (r["arm"], r["dataset"], r["step"], r["world"]))

@@ -33,6 +33,7 @@ CODEBASE_VERSION = "v3.0"  # the LeRobotDataset format lerobot 0.6.1 writes and 
 MAIN_CAMERA = "observation.image"
 CAMERA_PREFIX = "observation.images."
 STATE = "observation.state"
+ENV_STATE = "observation.environment_state"  # the T's keypoints, derived from gt_state
 ACTION = "action"
 PROVENANCE = "provenance"
 PROVENANCE_FORMAT = "demofactory.provenance"

@@ -14,13 +14,14 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from exporters.lerobot_common import (
+    ENV_STATE,
     PROVENANCE,
     RESERVED,
     VIDEO_BACKEND,
@@ -28,6 +29,7 @@ from exporters.lerobot_common import (
     provenance_text,
     require_lerobot,
 )
+from factory.envs.pusht_geometry import keypoints
 from factory.errors import FactoryError
 from factory.store import EpisodeMeta, EpisodeStore
 
@@ -36,6 +38,13 @@ log = logging.getLogger(__name__)
 DEFAULT_CRF = {"libsvtav1": 30, "h264": 23}  # both >= 35 dB PSNR on 96 px PushT frames
 STREAMING_MAX_BYTES = 1 << 30  # largest episode (all cameras) held in the encoder queue
 IMAGE_WRITER_THREADS = 2
+BLOCK_POSE_NAMES = ["block_x", "block_y", "block_angle"]
+OBS_TYPES = ("all", "pixels_agent_pos", "environment_state_agent_pos")
+"""What an export holds besides ``action``, named after gym-pusht's ``obs_type``: ``all``
+(every store key, plus ``observation.environment_state`` where the store has a block pose),
+``pixels_agent_pos`` (the cameras and ``observation.state``) or
+``environment_state_agent_pos`` (the T's 8 keypoints and ``observation.state``, no cameras:
+lerobot's state-based PushT policies)."""
 
 
 @dataclass(frozen=True)
@@ -62,7 +71,7 @@ class WriteRequest:
     """One export: ``episodes`` (store indices, in order) of ``store`` into a new ``root``.
 
     ``video`` None stores frames as PNG images (lossless); ``task`` overrides each
-    episode's task string.
+    episode's task string; ``obs`` is one of :data:`OBS_TYPES`.
     """
 
     store: EpisodeStore
@@ -71,29 +80,62 @@ class WriteRequest:
     repo_id: str
     video: VideoOptions | None
     task: str | None = None
+    obs: str = "all"
 
 
 EpisodeCallback = Callable[[int, int, int], None]  # (episodes done, total, frames done)
 
 
-def lerobot_features(store: EpisodeStore, video: bool) -> dict[str, dict[str, Any]]:
-    """LeRobot feature specs for every data key of ``store``, plus the provenance string.
+def has_block_pose(store: EpisodeStore) -> bool:
+    """Whether ``gt_state`` is a PushT block pose (x, y, angle), the source of the keypoints.
+    In a generated store it is the model's own reading, never the ground truth."""
+    return "gt_state" in store.schema.keys and store.attrs.get("gt_state_names") == BLOCK_POSE_NAMES
 
-    Images must be (H, W, 3) uint8. Raises :class:`FactoryError` for a store without an
-    image key or ``action``, or with a key that clashes with LeRobot's own columns.
-    """
+
+def exported_keys(store: EpisodeStore, obs: str = "all") -> list[str]:
+    """The store keys an export of kind ``obs`` (:data:`OBS_TYPES`) writes, checked."""
     schema = store.schema
+    if obs not in OBS_TYPES:
+        raise FactoryError(f"unknown --obs {obs!r}; use one of {', '.join(OBS_TYPES)}")
+    if "action" not in schema.keys:
+        raise FactoryError(f"{store.path} has no 'action' key; a LeRobot export needs actions")
+    if obs == "environment_state_agent_pos":
+        if not has_block_pose(store) or "state" not in schema.keys:
+            raise FactoryError(
+                f"{store.path} has no block pose (gt_state {BLOCK_POSE_NAMES}) and agent state; "
+                "--obs environment_state_agent_pos needs both"
+            )
+        return ["action", "state"]
     if not schema.image_keys:
         raise FactoryError(
             f"{store.path} has no image key (keys: {', '.join(schema.keys)}); "
-            "a LeRobot export needs camera frames"
+            "a LeRobot export needs camera frames (or --obs environment_state_agent_pos)"
         )
-    if "action" not in schema.keys:
-        raise FactoryError(f"{store.path} has no 'action' key; a LeRobot export needs actions")
+    if obs == "pixels_agent_pos":
+        return [k for k in schema.keys if k in schema.image_keys or k in ("action", "state")]
+    return list(schema.keys)
+
+
+def writes_env_state(store: EpisodeStore, obs: str) -> bool:
+    """Whether the export adds ``observation.environment_state`` (the T's keypoints)."""
+    return obs != "pixels_agent_pos" and has_block_pose(store)
+
+
+def lerobot_features(
+    store: EpisodeStore, video: bool, obs: str = "all"
+) -> dict[str, dict[str, Any]]:
+    """LeRobot feature specs for the keys an export of kind ``obs`` writes, plus the
+    provenance string (and the keypoints, see :func:`writes_env_state`).
+
+    Images must be (H, W, 3) uint8. Raises :class:`FactoryError` for a store without what
+    ``obs`` needs, or with a key that clashes with LeRobot's own columns.
+    """
+    schema = store.schema
     features: dict[str, dict[str, Any]] = {}
-    for key, spec in schema.keys.items():
+    for key in exported_keys(store, obs):
+        spec = schema.keys[key]
         name = feature_name(key)
-        if name in RESERVED:
+        if name in RESERVED or name == ENV_STATE:
             raise FactoryError(f"{store.path}: key {key!r} clashes with a LeRobot column name")
         if key in schema.image_keys:
             if len(spec.shape) != 3 or spec.shape[2] != 3 or spec.dtype != "uint8":
@@ -112,6 +154,9 @@ def lerobot_features(store: EpisodeStore, video: bool) -> dict[str, dict[str, An
                 "shape": spec.shape,
                 "names": _names(store, key, spec.shape),
             }
+    if writes_env_state(store, obs):
+        names = [f"keypoint{i}_{ax}" for i in range(8) for ax in "xy"]
+        features[ENV_STATE] = {"dtype": "float32", "shape": (16,), "names": names}
     features[PROVENANCE] = {"dtype": "string", "shape": (1,), "names": None}
     return features
 
@@ -152,7 +197,10 @@ def write_dataset(req: WriteRequest, on_episode: EpisodeCallback | None = None) 
     """
     lerobot = require_lerobot()
     store = req.store
-    features = lerobot_features(store, video=req.video is not None)
+    exported = exported_keys(store, req.obs)
+    if not any(k in store.schema.image_keys for k in exported):
+        req = replace(req, video=None)  # no cameras: nothing to encode
+    features = lerobot_features(store, video=req.video is not None, obs=req.obs)
     metas = req.store.all_meta()
     tasks = _tasks(req, metas)
     start = time.perf_counter()
@@ -167,7 +215,8 @@ def write_dataset(req: WriteRequest, on_episode: EpisodeCallback | None = None) 
         **writer_options(req),
     )
     info = store_info(store)
-    keys = {k: feature_name(k) for k in store.schema.keys}
+    keys = {k: feature_name(k) for k in exported}
+    env_state = writes_env_state(store, req.obs)
     frames = 0
     try:
         for n, index in enumerate(req.episodes, start=1):
@@ -175,8 +224,11 @@ def write_dataset(req: WriteRequest, on_episode: EpisodeCallback | None = None) 
             # of the direct loop): it fights add_frame and zarr's I/O thread for the GIL.
             data = store.episode(index).to_dict()
             prov = provenance_text(metas[index], index, info)
+            kps = keypoints(data["gt_state"]).astype(np.float32) if env_state else None
             for t in range(len(data["action"])):
                 frame: dict[str, Any] = {name: data[key][t] for key, name in keys.items()}
+                if kps is not None:
+                    frame[ENV_STATE] = kps[t]
                 frame["task"] = tasks[index]
                 frame[PROVENANCE] = prov
                 dataset.add_frame(frame)

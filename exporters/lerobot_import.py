@@ -20,6 +20,7 @@ import numpy as np
 
 from exporters.lerobot_common import (
     CODEBASE_VERSION,
+    ENV_STATE,
     MAIN_CAMERA,
     PROVENANCE,
     RESERVED,
@@ -98,8 +99,12 @@ def plan_keys(meta: Any, camera: str | None) -> KeyPlan:
     chosen = [main] if camera is not None else cameras
     plan = KeyPlan(cameras={c: str(store_key(c, main)) for c in chosen}, numeric={})
     taken = set(plan.cameras.values())
+    derived = ENV_STATE in meta.features and "gt_state" in meta.features
     for name, ft in meta.features.items():
         if name in RESERVED or name in meta.camera_keys:
+            continue
+        if derived and name == ENV_STATE:  # our export's keypoints of gt_state's block pose
+            plan.skipped.append(name)
             continue
         key = store_key(name)
         if ft["dtype"] in ("string", "language", "image", "video") or key is None or key in taken:

@@ -19,6 +19,7 @@ eval_app = typer.Typer(help="Evaluate a world model.", no_args_is_help=True)
 model_app = typer.Typer(help="Manage model directories.", no_args_is_help=True)
 export_app = typer.Typer(help="Export a store to another format.", no_args_is_help=True)
 import_app = typer.Typer(help="Import a dataset into a store.", no_args_is_help=True)
+policy_app = typer.Typer(help="Train lerobot policies on exported datasets.", no_args_is_help=True)
 bench_app = typer.Typer(help="Benchmarks (each prints JSON with --json).", no_args_is_help=True)
 
 
@@ -33,4 +34,5 @@ def add_groups() -> None:
     app.add_typer(model_app, name="model")
     app.add_typer(export_app, name="export")
     app.add_typer(import_app, name="import")
+    app.add_typer(policy_app, name="policy")
     app.add_typer(bench_app, name="bench")

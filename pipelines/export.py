@@ -47,6 +47,7 @@ class ExportConfig:
 
     ``episodes``: a selection such as ``"0:10,15"`` (half-open ranges and indices; None:
     all); ``only_success`` then keeps the successful ones. ``video`` False stores PNG images.
+    ``obs``: what besides ``action`` is written (:data:`~exporters.lerobot_export.OBS_TYPES`).
     """
 
     store: Path
@@ -60,6 +61,7 @@ class ExportConfig:
     only_success: bool = False
     episodes: str | None = None
     overwrite: bool = False
+    obs: str = "all"
 
 
 @dataclass(frozen=True)
@@ -144,12 +146,12 @@ def export_lerobot(cfg: ExportConfig, on_progress: Progress | None = None) -> di
     check_out(cfg)
     with EpisodeStore.open(cfg.store, mode="r") as store:
         episodes = select_episodes(store, cfg.episodes, cfg.only_success)
-        lerobot_features(store, video=cfg.video)
+        lerobot_features(store, video=cfg.video, obs=cfg.obs)
         fps = integer_fps(store)
         require_lerobot()
         tmp = cfg.out.parent / f".{cfg.out.name}.exporting-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         cfg.out.parent.mkdir(parents=True, exist_ok=True)
-        req = WriteRequest(store, episodes, tmp, cfg.repo_id, video, cfg.task)
+        req = WriteRequest(store, episodes, tmp, cfg.repo_id, video, cfg.task, cfg.obs)
         try:
             result = write_dataset(req, on_progress)
         except BaseException:
@@ -163,6 +165,7 @@ def export_lerobot(cfg: ExportConfig, on_progress: Progress | None = None) -> di
         "frames": result["frames"],
         "fps": fps,
         "video": cfg.video,
+        "obs": cfg.obs,
         "vcodec": cfg.vcodec if cfg.video else None,
         "crf": (cfg.crf if cfg.crf is not None else DEFAULT_CRF[cfg.vcodec]) if cfg.video else None,
         "features": result["features"],

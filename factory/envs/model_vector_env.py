@@ -2,9 +2,12 @@
 
 All ``num_envs`` rows advance in one batched :class:`~factory.model.WorldModel` step (one
 forward pass per ``step``), not N copies. Observations, spaces, rewards and infos follow
-``gym_pusht/PushT-v0`` with ``obs_type="pixels_agent_pos"``:
+``gym_pusht/PushT-v0`` with ``obs_type="pixels_agent_pos"`` or
+``"environment_state_agent_pos"``:
 
 - ``pixels``: (B, H, W, 3) uint8 frames (the model's, resized to ``observation_size``);
+- ``environment_state``: (B, 16) float64, the T's 8 keypoints in gym-pusht's order, from
+  the model's own block pose (its state, or its reader's reading), never the ground truth;
 - ``agent_pos``: (B, 2) float64, the agent xy in board pixels (the dynamics' state head,
   clipped to the board);
 - reward ``clip(coverage / 0.95, 0, 1)``, ``terminated`` = success = coverage > 0.95, where
@@ -34,16 +37,19 @@ from factory.errors import FactoryError
 from factory.world import WorldObs
 
 PUSHT_GYM_ID = "PushT-v0"
+OBS_TYPES = ("pixels_agent_pos", "environment_state_agent_pos")
 
 
 @dataclass(frozen=True)
 class VectorEnvOptions:
-    """Episode length (steps), frame size (H, W) of ``pixels`` (None: the model's), and
-    the first-reset seed used when ``reset`` gets no seed."""
+    """Episode length (steps), frame size (H, W) of ``pixels`` (None: the model's), the
+    first-reset seed used when ``reset`` gets no seed, and gym-pusht's ``obs_type`` (one of
+    :data:`OBS_TYPES`)."""
 
     episode_length: int = 300
     observation_size: tuple[int, int] | None = None
     seed: int = 0
+    obs_type: str = "pixels_agent_pos"
 
 
 def resize_nearest(frames: np.ndarray, size: tuple[int, int]) -> np.ndarray:
@@ -75,6 +81,10 @@ class ModelVectorEnv(gym.vector.VectorEnv):
             raise FactoryError(f"episode_length must be >= 1, got {options.episode_length}")
         if world.spec.action_dim != 2 or not world.spec.name.startswith("pusht"):
             raise FactoryError(f"ModelVectorEnv is PushT's; got world {world.spec.name!r}")
+        if options.obs_type not in OBS_TYPES:
+            raise FactoryError(
+                f"obs_type {options.obs_type!r} is not supported; use one of {', '.join(OBS_TYPES)}"
+            )
         self.world = world
         self.options = options
         self.num_envs = world.batch_size
@@ -84,17 +94,21 @@ class ModelVectorEnv(gym.vector.VectorEnv):
         self._max_episode_steps = options.episode_length
         size = options.observation_size or world.spec.image_shape[:2]
         self._size = (int(size[0]), int(size[1]))
+        self._pixels = options.obs_type == "pixels_agent_pos"
+        view = (
+            {"pixels": spaces.Box(0, 255, (*self._size, 3), np.uint8)}
+            if self._pixels
+            else {"environment_state": spaces.Box(0.0, geo.BOARD_SIZE, (16,), np.float64)}
+        )
         self.single_observation_space = spaces.Dict(
-            {
-                "agent_pos": spaces.Box(0.0, geo.BOARD_SIZE, (2,), np.float64),
-                "pixels": spaces.Box(0, 255, (*self._size, 3), np.uint8),
-            }
+            {"agent_pos": spaces.Box(0.0, geo.BOARD_SIZE, (2,), np.float64), **view}
         )
         self.single_action_space = spaces.Box(0.0, geo.BOARD_SIZE, (2,), np.float32)
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
         self.action_space = batch_space(self.single_action_space, self.num_envs)
         self._seeds = np.random.default_rng(options.seed)
         self._obs: dict[str, np.ndarray] | None = None
+        self._frames = np.zeros((self.num_envs, *self._size, 3), np.uint8)
         self._t = np.zeros(self.num_envs, np.int64)
         self._done = np.zeros(self.num_envs, bool)
         self._ended: tuple[np.ndarray, np.ndarray] = (
@@ -141,10 +155,10 @@ class ModelVectorEnv(gym.vector.VectorEnv):
         return self._copy_obs(), reward, terminated.astype(bool), truncated.astype(bool), info
 
     def render(self) -> tuple[np.ndarray, ...]:
-        """Each row's current frame (H, W, 3) uint8."""
+        """Each row's current frame (H, W, 3) uint8 (the model's, whatever ``obs_type``)."""
         if self._obs is None:
             raise FactoryError("render called before reset")
-        return tuple(self._obs["pixels"])
+        return tuple(self._frames)
 
     def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
         """Like ``SyncVectorEnv.call``: an attribute (or method result) for every row."""
@@ -173,10 +187,14 @@ class ModelVectorEnv(gym.vector.VectorEnv):
         return arr.astype(np.int64)
 
     def _observation(self, obs: WorldObs) -> dict[str, np.ndarray]:
-        return {
-            "agent_pos": np.clip(obs.state.astype(np.float64), 0.0, geo.BOARD_SIZE),
-            "pixels": resize_nearest(obs.frames, self._size),
-        }
+        frames = resize_nearest(obs.frames, self._size)
+        self._frames[~self._done] = frames[~self._done]  # ended rows keep their last frame
+        view = (
+            {"pixels": frames}
+            if self._pixels
+            else {"environment_state": geo.keypoints(obs.task_state.astype(np.float64))}
+        )
+        return {"agent_pos": np.clip(obs.state.astype(np.float64), 0.0, geo.BOARD_SIZE), **view}
 
     def _copy_obs(self) -> dict[str, np.ndarray]:
         assert self._obs is not None

@@ -47,6 +47,20 @@ T_OUTLINE = np.array(
     ]
 )
 T_AREA = 120.0 * 30.0 + 30.0 * 90.0
+# gym-pusht's 8 keypoints (``PushTEnv.get_keypoints``) in the body frame, in its order:
+# the bar's 4 corners, then the stem's, as pymunk lists each polygon's vertices.
+KEYPOINTS_BODY = np.array(
+    [
+        [-60.0, 0.0],
+        [60.0, 0.0],
+        [60.0, 30.0],
+        [-60.0, 30.0],
+        [-15.0, 30.0],
+        [15.0, 30.0],
+        [15.0, 120.0],
+        [-15.0, 120.0],
+    ]
+)
 
 
 def wrap_angle(angle: np.ndarray | float) -> np.ndarray:
@@ -135,3 +149,14 @@ def keypoint_errors(block_poses: np.ndarray, goal_pose: np.ndarray = GOAL) -> np
     pts = np.einsum("nij,kj->nki", rot, T_OUTLINE) + poses[:, None, :2]
     diff = pts - t_outline(goal_pose)[None]
     return np.asarray(np.sqrt(np.mean(np.sum(diff**2, axis=-1), axis=-1)))
+
+
+def keypoints(block_poses: np.ndarray) -> np.ndarray:
+    """gym-pusht's ``environment_state``: block poses (..., 3) -> (..., 16) float64, the 8
+    keypoints ``[x0, y0, x1, y1, ...]`` of :data:`KEYPOINTS_BODY` in board pixels."""
+    poses = np.asarray(block_poses, dtype=np.float64)
+    c, s = np.cos(poses[..., 2:3]), np.sin(poses[..., 2:3])  # (..., 1)
+    bx, by = KEYPOINTS_BODY[:, 0], KEYPOINTS_BODY[:, 1]  # (8,)
+    x = poses[..., 0:1] + c * bx - s * by
+    y = poses[..., 1:2] + s * bx + c * by
+    return np.stack([x, y], axis=-1).reshape(*poses.shape[:-1], 16)

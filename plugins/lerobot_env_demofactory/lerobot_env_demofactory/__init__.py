@@ -10,7 +10,9 @@ whose name starts with ``lerobot_env_``; importing this package registers
 scores a checkpoint inside the model, and the same command with ``--env.type=pusht``
 scores it in the ground truth. Features, feature map, observation keys and dtypes are
 lerobot's ``pusht`` env's (``pixels`` -> ``observation.image``, ``agent_pos`` ->
-``observation.state``); all ``--eval.batch_size`` rows step in one batched model pass in
+``observation.state``; with ``--env.obs_type=environment_state_agent_pos``,
+``environment_state`` -> ``observation.environment_state``, the T's keypoints from the
+model's own block pose); all ``--eval.batch_size`` rows step in one batched model pass in
 this process, whatever ``--eval.use_async_envs`` says.
 """
 
@@ -77,6 +79,8 @@ class DemofactoryEnv(EnvConfig):
             self.features["pixels"] = PolicyFeature(
                 type=FeatureType.VISUAL, shape=(self.observation_height, self.observation_width, 3)
             )
+        elif self.obs_type == "environment_state_agent_pos":
+            self.features["environment_state"] = PolicyFeature(type=FeatureType.ENV, shape=(16,))
 
     @property
     def gym_kwargs(self) -> dict[str, Any]:
@@ -95,14 +99,13 @@ class DemofactoryEnv(EnvConfig):
         ``use_async_envs`` is accepted and ignored: the rows are one batched model in this
         process. Bad input exits with one line (:class:`PluginInputError`).
         """
-        from factory.envs.model_vector_env import ModelVectorEnv, VectorEnvOptions
+        from factory.envs.model_vector_env import OBS_TYPES, ModelVectorEnv, VectorEnvOptions
         from factory.errors import FactoryError
         from pipelines.lerobot_plugin import PluginInputError, open_world
 
-        if self.obs_type != "pixels_agent_pos":
-            raise PluginInputError(
-                f"env.obs_type={self.obs_type!r} is not supported; use pixels_agent_pos"
-            )
+        if self.obs_type not in OBS_TYPES:
+            kinds = ", ".join(OBS_TYPES)
+            raise PluginInputError(f"env.obs_type={self.obs_type!r} is not supported; use {kinds}")
         if n_envs < 1 or self.episode_length < 1:
             raise PluginInputError(
                 f"need n_envs >= 1 and env.episode_length >= 1, got {n_envs}, {self.episode_length}"
@@ -112,7 +115,10 @@ class DemofactoryEnv(EnvConfig):
         world = open_world(self.model, self.device, n_envs, seed=self.seed)
         size = None if self.image_size is None else (self.image_size, self.image_size)
         options = VectorEnvOptions(
-            episode_length=self.episode_length, observation_size=size, seed=self.seed
+            episode_length=self.episode_length,
+            observation_size=size,
+            seed=self.seed,
+            obs_type=self.obs_type,
         )
         try:
             env = ModelVectorEnv(world, options)

@@ -1,0 +1,142 @@
+"""The policy arms of ``bench/zero_real_data.py``: each arm's export, training and
+``lerobot-eval`` stages. ``state`` trains with ``factory policy train`` (lerobot's policy in
+RAM), ``image`` with ``lerobot-train``; both are scored by the same ``lerobot-eval``."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+from zero_real_run import LEROBOT_ENV, Plan, Run, checkpoints, datasets, picked
+
+OBS = {"state": "environment_state_agent_pos", "image": "pixels_agent_pos"}
+Stage = Callable[[Run], None]
+
+
+def stage_export(arm: str) -> Stage:
+    def go(run: Run) -> None:
+        p = run.plan
+        for d in datasets(run, arm):
+            out = p.path("lerobot", arm, d)
+            if (out / "meta" / "info.json").is_file():
+                continue
+            sel = picked(run, d)
+            assert sel is not None
+            args = [
+                "export", "lerobot", str(p.path("stores", f"{d[0]}.zarr")), str(out),
+                "--repo-id", f"local/zero_real_{arm}_{d}", "--obs", OBS[arm],
+                "--episodes", ",".join(str(i) for i in sel), "--overwrite", "--json",
+            ]  # fmt: skip
+            run.cmd(f"export_{arm}", "factory", args)
+
+    return go
+
+
+def _train_state(run: Run, d: str) -> None:
+    p = run.plan
+    run_dir = p.path("train", "state", d)
+    if p.state_steps in checkpoints(run_dir):
+        return
+    args = [
+        "policy", "train", str(p.path("lerobot", "state", d)), str(run_dir),
+        "--repo-id", f"local/zero_real_state_{d}", "--policy", "act",
+        "--config", p.state_policy, "--steps", str(p.state_steps),
+        "--batch-size", str(p.state_batch),
+        "--save", ",".join(str(s) for s in p.state_saves), "--seed", str(p.train_seed),
+        "--device", p.device, "--json",
+    ]  # fmt: skip
+    info = run.cmd("train_state", "factory", args, env=LEROBOT_ENV)
+    run.stage("train_state").setdefault("runs", {})[d] = {
+        k: info.get(k) for k in ("wall_s", "cpu_s", "loss_last_100", "frames")
+    }
+
+
+def _train_image(run: Run, d: str) -> None:
+    p = run.plan
+    run_dir = p.path("train", "image", d)
+    if p.image_steps in checkpoints(run_dir):
+        return
+    last = run_dir / "checkpoints" / "last" / "pretrained_model" / "train_config.json"
+    if last.is_file():
+        run.cmd("train_image", "lerobot-train", [f"--config_path={last}", "--resume=true"],
+                env=LEROBOT_ENV)  # fmt: skip
+        return
+    if run_dir.exists():
+        shutil.rmtree(run_dir)  # started, no checkpoint yet
+    args = [
+        f"--dataset.repo_id=local/zero_real_image_{d}",
+        f"--dataset.root={p.path('lerobot', 'image', d)}",
+        "--dataset.video_backend=pyav",
+        *shlex.split(p.image_policy),
+        f"--policy.device={p.device}",
+        "--policy.push_to_hub=false",
+        f"--steps={p.image_steps}",
+        f"--save_freq={p.image_steps // p.image_lengths}",
+        f"--batch_size={p.image_batch}",
+        f"--num_workers={p.num_workers}",
+        "--log_freq=50",
+        f"--seed={p.train_seed}",
+        "--wandb.enable=false",
+        f"--output_dir={run_dir}",
+    ]
+    run.cmd("train_image", "lerobot-train", args, env=LEROBOT_ENV)
+
+
+def stage_train(arm: str) -> Stage:
+    def go(run: Run) -> None:
+        for d in datasets(run, arm):
+            (_train_state if arm == "state" else _train_image)(run, d)
+
+    return go
+
+
+def eval_args(p: Plan, arm: str, policy: Path, world: str, out: Path) -> list[str]:
+    """``lerobot-eval`` of one checkpoint in the ground truth or inside the model."""
+    env = (
+        ["--env.type=pusht", "--eval.use_async_envs=false"]
+        if world == "real"
+        else [
+            "--env.type=demofactory",
+            f"--env.device={p.device}",
+            *([f"--env.model={p.model}"] if p.model else []),
+        ]
+    )
+    return [
+        f"--policy.path={policy}",
+        f"--policy.device={p.device}",
+        *env,
+        f"--env.obs_type={OBS[arm]}",
+        f"--env.episode_length={p.episode_length}",
+        f"--eval.n_episodes={p.episodes}",
+        f"--eval.batch_size={p.eval_batch}",
+        f"--seed={p.eval_seed}",
+        f"--output_dir={out}",
+    ]
+
+
+def stage_eval(arm: str, worlds: tuple[str, ...]) -> Stage:
+    def go(run: Run) -> None:
+        p = run.plan
+        for d in datasets(run, arm):
+            for step, policy in sorted(checkpoints(p.path("train", arm, d)).items()):
+                for world in worlds:
+                    out = p.path("eval", arm, d, str(step), world)
+                    if (out / "eval_info.json").is_file():
+                        continue
+                    if out.exists():
+                        shutil.rmtree(out)
+                    args = eval_args(p, arm, policy, world, out)
+                    run.cmd(f"eval_{arm}", "lerobot-eval", args, env=LEROBOT_ENV)
+
+    return go
+
+
+def policy_overrides(text: str) -> str:
+    """``--state-policy`` checked: a JSON object of ACT config fields."""
+    value = json.loads(text)
+    if not isinstance(value, dict):
+        raise ValueError(f"--state-policy must be a JSON object, got {text!r}")
+    return text
