@@ -284,6 +284,12 @@ def _options(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--out", help="results JSON (default docs/results/zero_real_data.json; "
                     "--tiny: WORK/zero_real_data.json); the plot goes beside it")  # fmt: skip
     ap.add_argument("--stop-after", choices=STAGES, help="stop after this stage")
+    ap.add_argument(
+        "--eval-ahead",
+        action="store_true",
+        help="only score the checkpoints that exist now (beside a running experiment, "
+        "into the same folders; its commands go to WORK/eval_ahead.json)",
+    )
 
 
 def _check(plan: Plan, arms: tuple[str, ...]) -> None:
@@ -327,7 +333,11 @@ def parse(argv: list[str] | None) -> tuple[Plan, argparse.Namespace]:
 
 def stage_report(out: Path) -> Callable[[Run], dict[str, Any]]:
     def go(run: Run) -> dict[str, Any]:
-        res = report.build(score_rows(run.plan), run.state)
+        ahead = run.plan.path("eval_ahead.json")
+        state = dict(run.state)
+        if ahead.is_file():  # evaluations run beside the experiment (--eval-ahead)
+            state["commands"] = state["commands"] + json.loads(ahead.read_text())["commands"]
+        res = report.build(score_rows(run.plan), state)
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(res, indent=1, allow_nan=False) + "\n")
         report.draw_plot(res, out.with_suffix(".png"))
@@ -342,10 +352,28 @@ def stage_report(out: Path) -> Callable[[Run], dict[str, Any]]:
     return go
 
 
+def eval_ahead(plan: Plan, arms: tuple[str, ...]) -> int:
+    """Score every checkpoint that exists now and has no score yet, in both worlds. The
+    scores are those the eval stage would write (same command, seeds and folders); only
+    the wall times differ, since this shares the CPU with the running experiment."""
+    if not plan.path("state.json").is_file():
+        raise ValueError(f"{plan.work} has no experiment to evaluate ahead of")
+    run = Run(plan, "eval_ahead.json")
+    try:
+        for arm in arms:
+            stage_eval(arm, report.WORLDS)(run)
+    except StageError as e:
+        print(f"zero_real_data: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
     try:
         plan, a = parse(argv)
+        if a.eval_ahead:
+            return eval_ahead(plan, a.arms)
         run = Run(plan)
     except ValueError as e:
         print(f"zero_real_data: {e}", file=sys.stderr)

@@ -78,9 +78,9 @@ class Plan:
 class Run:
     """``WORK/state.json``: config, stages (done, wall_s, info), commands, notes."""
 
-    def __init__(self, plan: Plan) -> None:
+    def __init__(self, plan: Plan, name: str = "state.json") -> None:
         self.plan = plan
-        self.file = plan.path("state.json")
+        self.file = plan.path(name)
         if self.file.is_file():
             self.state = json.loads(self.file.read_text())
             if self.state["config"] != plan.config():
