@@ -13,7 +13,7 @@ from typing import Any
 
 from PIL import Image, ImageDraw, ImageFont
 
-from factory.eval.agreement import agreement as rank_agreement
+from factory.eval.agreement import bootstrap_ci, mmrv, pearson, spearman
 
 ARMS = ("state", "image")
 WORLDS = ("real", "model")  # lerobot's pusht env, the demofactory env
@@ -70,21 +70,21 @@ def agreement_of(pairs: list[dict[str, Any]]) -> dict[str, Any]:
         "real_success_range": [min(real), max(real)] if real else [None, None],
     }
     if len(pairs) >= 2:
-        from factory.eval.agreement import bootstrap_ci, pearson
-
         sim = [p["model"] for p in pairs]
-        base = rank_agreement(sim, real)
-        lo, hi = bootstrap_ci(sim, real, pearson, level=CI_LEVEL)
-        ci = [None if x != x else round(x, 6) for x in (lo, hi)]
+        ci = bootstrap_ci(sim, real, pearson, level=CI_LEVEL)
         bias = sum(s - r for s, r in zip(sim, real, strict=True)) / len(pairs)
         out.update(
-            pearson=base["pearson"],
-            pearson_ci=ci,
-            spearman=base["spearman"],
-            mmrv=base["mmrv"],
+            pearson=_finite(pearson(sim, real)),
+            pearson_ci=[_finite(x) for x in ci],
+            spearman=_finite(spearman(sim, real)),
+            mmrv=_finite(mmrv(sim, real)),
             bias=round(bias, 6),
         )
     return out
+
+
+def _finite(x: float) -> float | None:
+    return None if x != x else round(float(x), 6)
 
 
 def _at_least(x: float | None, bound: float) -> bool:
