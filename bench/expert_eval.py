@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from factory.envs.pusht import PushTWorld
-from recorders.generators import make_generator
+from factory.generators import make_generator
 
 
 def eval_expert(world: PushTWorld, seeds: range, steps: int) -> dict[str, Any]:

@@ -35,9 +35,9 @@ from typing import Any
 import numpy as np
 
 from factory.errors import FactoryError
+from factory.generators import make_generator
 from factory.store import EpisodeStore
 from pipelines.teleop import TeleopConfig, build_world, run_teleop
-from recorders.generators import make_generator
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:

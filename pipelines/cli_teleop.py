@@ -119,7 +119,7 @@ def teleop(
 
 def web_warnings(host: str, port: int, no_token: bool) -> list[str]:
     """What the operator of the web page should know: no token, or not on loopback."""
-    from recorders.viewers.access import is_loopback
+    from teleop.viewers.access import is_loopback
 
     lines = []
     if no_token:

@@ -19,10 +19,10 @@ import numpy as np
 
 from factory.envs import make_world
 from factory.errors import FactoryError
+from factory.generators import make_generator
 from factory.record import EpisodeResult, check_output, done_episodes, open_output
 from factory.record.runner import run_episode
 from factory.store import EpisodeStore
-from recorders.generators import make_generator
 
 log = logging.getLogger(__name__)
 

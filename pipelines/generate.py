@@ -25,13 +25,13 @@ import numpy as np
 from factory.envs.pusht import pusht_spec
 from factory.errors import FactoryError
 from factory.gen import GeneratedEpisode, GenJob, perturb_actions
+from factory.generators import GENERATORS
 from factory.model import read_config
 from factory.model.files import model_dir_or_default, model_identity
 from factory.model.registry import kind_of
 from factory.record import check_output, done_episodes, open_output
 from factory.store import EpisodeStore
 from factory.world import WorldSpec
-from recorders.generators import GENERATORS
 
 log = logging.getLogger(__name__)
 
@@ -136,7 +136,7 @@ def _check_numbers(cfg: GenerateConfig) -> None:
 
 def _generator_action_dim(cfg: GenerateConfig, resolution: int) -> int:
     if cfg.generator == "policy":
-        from recorders.generators.policy import policy_action_dim
+        from factory.generators.policy import policy_action_dim
 
         if cfg.policy is None:
             raise FactoryError("--generator policy needs --policy PATH (a LeRobot checkpoint)")

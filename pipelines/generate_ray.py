@@ -98,15 +98,15 @@ class GenWorker:
     def _warm_up(self, batch_size: int) -> None:
         """Run B two-step play episodes: imports, allocations and first passes happen now,
         in start-up, not in the first real episodes."""
-        import recorders.generators.expert
-        import recorders.generators.replay  # noqa: F401  (import now, not on the first job)
+        import factory.generators.expert
+        import factory.generators.replay  # noqa: F401  (import now, not on the first job)
 
         warm = [GenJob(i, "play", {}, 2) for i in range(batch_size)]
         for _ in self.engine.run(warm):
             pass
 
     def _make_generator(self, name: str, **params: Any) -> Any:
-        from recorders.generators import make_generator
+        from factory.generators import make_generator
 
         if name == "policy" and self.policy_dir is not None:
             params = {**params, "path": self.policy_dir, "label": self.policy_label}

@@ -31,8 +31,8 @@ from factory.envs import make_world
 from factory.errors import FactoryError
 from factory.store import EpisodeStore
 from factory.world import World, WorldSpec
-from recorders.node import NodeConfig, RecordingNode
-from recorders.sources import (
+from teleop.node import NodeConfig, RecordingNode
+from teleop.sources import (
     SOURCES,
     ActionSource,
     EventBus,
@@ -41,8 +41,8 @@ from recorders.sources import (
     SourceOptions,
     make_source,
 )
-from recorders.sources.mapping import PLANAR_DIM
-from recorders.viewers import Viewer, ViewerOptions, make_viewer
+from teleop.sources.mapping import PLANAR_DIM
+from teleop.viewers import Viewer, ViewerOptions, make_viewer
 
 log = logging.getLogger(__name__)
 
@@ -127,7 +127,7 @@ def check_config(cfg: TeleopConfig) -> None:
 
 def check_web_access(cfg: TeleopConfig) -> None:
     """``--token`` or ``--no-token`` (not both); no token only on a loopback ``--host``."""
-    from recorders.viewers.access import check_token
+    from teleop.viewers.access import check_token
 
     if cfg.no_token and cfg.token is not None:
         raise FactoryError("pass --token TOKEN or --no-token, not both")
@@ -137,7 +137,7 @@ def check_web_access(cfg: TeleopConfig) -> None:
 
 def page_token(cfg: TeleopConfig) -> str | None:
     """The token the page asks for: ``--token``, none with ``--no-token``, else a new one."""
-    from recorders.viewers.access import new_token
+    from teleop.viewers.access import new_token
 
     if cfg.no_token:
         return None

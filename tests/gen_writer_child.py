@@ -16,9 +16,9 @@ from pathlib import Path
 import numpy as np
 
 from factory.gen import RolloutEngine
+from factory.generators import make_generator
 from factory.model import load_model_dir
 from pipelines.generate import GenerateConfig, Writer, prepare_generate
-from recorders.generators import make_generator
 
 
 def digest(data: dict[str, np.ndarray]) -> str:

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from factory.world import Observation, WorldSpec
-from recorders.sources.base import Action, Command, InitialCondition
+from teleop.sources.base import Action, Command, InitialCondition
 
 SPACENAVIGATOR = (0x46D, 0xC626)
 FULL_SCALE = 350  # pyspacemouse's axis_scale for the SpaceNavigator

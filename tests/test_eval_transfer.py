@@ -17,10 +17,10 @@ from factory.envs.pusht import PushTWorld, pusht_spec
 from factory.errors import FactoryError
 from factory.eval.transfer import run_transfer, summarise
 from factory.gen import GenJob, RolloutEngine
+from factory.generators import make_generator
 from factory.store import EpisodeMeta, EpisodeStore
 from pipelines.cli import app
 from pipelines.collect import open_output
-from recorders.generators import make_generator
 
 RES = 32
 runner = CliRunner()

@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 
 from factory.envs.pusht import PushTWorld
+from factory.generators import make_generator
+from factory.generators.expert import ExpertGenerator
+from factory.generators.pose_filter import PoseFilter
+from factory.generators.push_planner import PushPlanner
+from factory.generators.pusht_sim import PushTSim, pd_steps_to_reach, pd_steps_to_reach_many
 from factory.world import Observation
-from recorders.generators import make_generator
-from recorders.generators.expert import ExpertGenerator
-from recorders.generators.pose_filter import PoseFilter
-from recorders.generators.push_planner import PushPlanner
-from recorders.generators.pusht_sim import PushTSim, pd_steps_to_reach, pd_steps_to_reach_many
 
 PLANNER = dict(spacing=8.0, standoff=8.0, clearance=6.0, max_depth=130.0)
 

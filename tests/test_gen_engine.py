@@ -13,10 +13,10 @@ from factories import tiny_world_model
 
 from factory.envs import pusht_geometry as geo
 from factory.gen import GenJob, RolloutEngine, perturb_actions
+from factory.generators import make_generator
+from factory.generators.expert import ExpertGenerator
+from factory.generators.policy import LoadedPolicy, PolicyGenerator
 from factory.world import Observation
-from recorders.generators import make_generator
-from recorders.generators.expert import ExpertGenerator
-from recorders.generators.policy import LoadedPolicy, PolicyGenerator
 
 
 def engine(batch_size: int = 3, seed: int = 0) -> RolloutEngine:

@@ -10,10 +10,10 @@ import pytest
 
 from factory.envs.pusht import PushTWorld
 from factory.errors import FactoryError
+from factory.generators import GENERATORS, make_generator
+from factory.generators.base import ActionGenerator
+from factory.generators.pusht_sim import PushTSim, pd_step
 from factory.world import Observation
-from recorders.generators import GENERATORS, make_generator
-from recorders.generators.base import ActionGenerator
-from recorders.generators.pusht_sim import PushTSim, pd_step
 
 EXPERT_SEEDS = (3, 7, 9, 93, 97)  # verified: each succeeds in under 70 steps
 

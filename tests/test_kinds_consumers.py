@@ -27,11 +27,11 @@ from typer.testing import CliRunner
 
 from factory.envs.pusht import PushTWorld, pusht_spec
 from factory.gen import GenJob, RolloutEngine
+from factory.generators import make_generator
 from factory.model import load_model_dir, read_config
 from factory.store import EpisodeMeta, EpisodeStore
 from pipelines.cli import app
 from pipelines.collect import open_output
-from recorders.generators import make_generator
 
 RES = 32  # the tiny models' frames
 runner = CliRunner()

@@ -76,10 +76,10 @@ def test_probe_metrics_measures_against_the_store(tmp_path: Path) -> None:
     """A probe that reads every frame as the board's origin errs by the true distances."""
     from factory.envs import make_world
     from factory.eval.fidelity import probe_metrics
+    from factory.generators import make_generator
     from factory.record import open_output
     from factory.record.runner import run_episode
     from factory.store import EpisodeStore
-    from recorders.generators import make_generator
 
     world = make_world("pusht", batch_size=1, resolution=32)
     store = open_output(tmp_path / "s.zarr", world.spec, 32, append=False)

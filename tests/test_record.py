@@ -17,13 +17,13 @@ from factories import write_tiny_model_dir
 
 from factory.envs.pusht import PushTWorld
 from factory.errors import FactoryError
+from factory.generators import make_generator
 from factory.model.files import model_files, model_identity
 from factory.record import EpisodeRecorder, check_output, open_output
 from factory.record.runner import EpisodeRunner, EpisodeSpec, run_episode
 from factory.store import EpisodeStore
 from factory.world import Observation
 from pipelines.generate_ray import pack_model
-from recorders.generators import make_generator
 
 REPO = Path(__file__).resolve().parents[1]
 CHILD = Path(__file__).with_name("gen_writer_child.py")

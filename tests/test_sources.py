@@ -12,13 +12,13 @@ from teleop_fakes import FULL_SCALE, FakeHidDevice, install_fake_spacemouse
 
 from factory.envs.pusht import pusht_spec
 from factory.world import Observation
-from recorders.sources import Command, DeviceDisconnected, DeviceError, EventBus, InitialCondition
-from recorders.sources.events import AxesEvent, ConnectionEvent, KeyEvent, PointerEvent
-from recorders.sources.mapping import PlanarMapping, apply_deadzone
-from recorders.sources.operator import keyboard_source, mouse_source, web_source
-from recorders.sources.scripted import ScriptedSource
-from recorders.sources.spacemouse import SpaceMouseSource
-from recorders.sources.web import parse_message
+from teleop.sources import Command, DeviceDisconnected, DeviceError, EventBus, InitialCondition
+from teleop.sources.events import AxesEvent, ConnectionEvent, KeyEvent, PointerEvent
+from teleop.sources.mapping import PlanarMapping, apply_deadzone
+from teleop.sources.operator import keyboard_source, mouse_source, web_source
+from teleop.sources.scripted import ScriptedSource
+from teleop.sources.spacemouse import SpaceMouseSource
+from teleop.sources.web import parse_message
 
 SPEC = pusht_spec(32)
 MAPPING = PlanarMapping(speed=200.0, deadzone=0.1)
@@ -206,8 +206,8 @@ def test_parse_page_messages() -> None:
 
 
 def test_window_turns_pygame_events_into_bus_events() -> None:
-    from recorders.viewers import Hud
-    from recorders.viewers.window import HUD_HEIGHT, WindowViewer
+    from teleop.viewers import Hud
+    from teleop.viewers.window import HUD_HEIGHT, WindowViewer
 
     bus = EventBus()
     viewer = WindowViewer(bus, size=128)
@@ -241,7 +241,7 @@ def test_window_turns_pygame_events_into_bus_events() -> None:
 
 # -- scripted -----------------------------------------------------------------------------
 def test_scripted_source_starts_itself_and_acts_like_its_generator() -> None:
-    from recorders.generators import make_generator
+    from factory.generators import make_generator
 
     source = ScriptedSource("play")
     assert source.poll() == [Command.START]

@@ -19,11 +19,11 @@ from factory.envs.model_world import ModelWorld
 from factory.record import open_output
 from factory.store import EpisodeStore
 from factory.world import World
-from recorders.node import NodeConfig, RecordingNode
-from recorders.sources import Command, InitialCondition, PlanarMapping
-from recorders.sources.scripted import ScriptedSource
-from recorders.sources.spacemouse import SpaceMouseSource
-from recorders.viewers import NullViewer
+from teleop.node import NodeConfig, RecordingNode
+from teleop.sources import Command, InitialCondition, PlanarMapping
+from teleop.sources.scripted import ScriptedSource
+from teleop.sources.spacemouse import SpaceMouseSource
+from teleop.viewers import NullViewer
 
 RES = 32
 REPO = Path(__file__).resolve().parents[1]

@@ -13,9 +13,9 @@ from typer.testing import CliRunner
 
 from factory.errors import FactoryError
 from pipelines.cli import app
-from recorders.sources.events import EventBus
-from recorders.viewers.access import check_token, is_loopback, new_token, url_host
-from recorders.viewers.web import WebViewer
+from teleop.sources.events import EventBus
+from teleop.viewers.access import check_token, is_loopback, new_token, url_host
+from teleop.viewers.web import WebViewer
 
 TOKEN = "operator-token-123"
 

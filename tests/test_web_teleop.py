@@ -18,9 +18,9 @@ import pytest
 from teleop_cdp import CHROMIUM, Browser
 
 from factory.store import EpisodeStore
-from recorders.sources.events import ConnectionEvent, EventBus, KeyEvent
-from recorders.viewers import Hud
-from recorders.viewers.web import WebViewer
+from teleop.sources.events import ConnectionEvent, EventBus, KeyEvent
+from teleop.viewers import Hud
+from teleop.viewers.web import WebViewer
 
 HUD = Hud("web", 1, 0, False, 0.0, 0, 15.0, 0.25, "ready")
 

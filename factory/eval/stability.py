@@ -27,7 +27,7 @@ def stability_run(
 ) -> dict[str, Any]:
     """A ``frames``-long closed-loop rollout at batch 1 under ``play`` actions, summarised
     against ``reference`` real frames (N, H, W, 3) uint8 (see :class:`StabilityStats`)."""
-    from recorders.generators import make_generator
+    from factory.generators import make_generator
 
     stats = StabilityStats(
         real_t_fraction=m.mask_fraction(m.t_mask(reference)), real_mean=float(reference.mean())

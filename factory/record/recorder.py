@@ -19,7 +19,7 @@ from factory.world import Observation
 
 
 class Policy(Protocol):
-    """A closed-loop action source (``recorders.generators.ActionGenerator`` fits)."""
+    """A closed-loop action source (``factory.generators.ActionGenerator`` fits)."""
 
     name: str
 

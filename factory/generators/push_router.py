@@ -15,7 +15,7 @@ import shapely.geometry as sg
 from shapely.prepared import prep
 
 from factory.envs import pusht_geometry as geo
-from recorders.generators.pusht_sim import pd_steps_to_reach
+from factory.generators.pusht_sim import pd_steps_to_reach
 
 R = geo.AGENT_RADIUS
 

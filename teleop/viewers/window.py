@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 
 from factory.errors import FactoryError
-from recorders.sources.events import ConnectionEvent, EventBus, KeyEvent, PointerEvent
-from recorders.viewers.base import Hud
+from teleop.sources.events import ConnectionEvent, EventBus, KeyEvent, PointerEvent
+from teleop.viewers.base import Hud
 
 log = logging.getLogger(__name__)
 

@@ -21,9 +21,9 @@ from typing import Any
 import numpy as np
 
 from factory.envs import pusht_geometry as geo
+from factory.generators.base import agent_and_block, board_clip, params_dict
+from factory.generators.push_router import Contact, Router, make_contacts
 from factory.world import Observation
-from recorders.generators.base import agent_and_block, board_clip, params_dict
-from recorders.generators.push_router import Contact, Router, make_contacts
 
 R = geo.AGENT_RADIUS
 

@@ -1,7 +1,7 @@
 """A scripted PushT expert: planned frictionless pushes, replanned after every stroke.
 
 It reads only the block pose (``obs.task_state``) and the agent xy (``obs.state``). Each
-stroke is chosen by :class:`~recorders.generators.push_planner.PushPlanner`; the expert
+stroke is chosen by :class:`~factory.generators.push_planner.PushPlanner`; the expert
 walks the stroke's path around the block, settles at its start, pushes to its end, and then
 plans again. If the block moves while the agent is only repositioning (an accidental bump),
 it replans at once. After success it holds still.
@@ -9,8 +9,8 @@ it replans at once. After success it holds still.
 The block pose may be a noisy estimate (a learned probe inside the world model), so the
 expert filters it over the frames in which the block should be still and counts a move only
 when it exceeds ``replan_sigmas`` times the estimate's noise, learnt online
-(:class:`~recorders.generators.pose_filter.PoseFilter`); planning itself is cached per block
-pose (:class:`~recorders.generators.push_planner.PushPlanner`).
+(:class:`~factory.generators.pose_filter.PoseFilter`); planning itself is cached per block
+pose (:class:`~factory.generators.push_planner.PushPlanner`).
 """
 
 from __future__ import annotations
@@ -22,11 +22,11 @@ from typing import Any
 import numpy as np
 
 from factory.envs import pusht_geometry as geo
+from factory.generators.base import agent_and_block, board_clip, params_dict
+from factory.generators.pose_filter import PoseFilter
+from factory.generators.push_planner import Push, PushPlanner
+from factory.generators.pusht_sim import pd_step
 from factory.world import Observation
-from recorders.generators.base import agent_and_block, board_clip, params_dict
-from recorders.generators.pose_filter import PoseFilter
-from recorders.generators.push_planner import Push, PushPlanner
-from recorders.generators.pusht_sim import pd_step
 
 log = logging.getLogger(__name__)
 

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from factory.envs import pusht_geometry as geo
-from recorders.generators.push_router import Contact, Router, make_contacts, route_steps
-from recorders.generators.pusht_sim import PushTSim, pd_steps_to_reach_many
+from factory.generators.push_router import Contact, Router, make_contacts, route_steps
+from factory.generators.pusht_sim import PushTSim, pd_steps_to_reach_many
 
 R = geo.AGENT_RADIUS
 DEPTHS = np.array(

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from recorders.sources.base import Command
-from recorders.sources.events import KeyEvent
+from teleop.sources.base import Command
+from teleop.sources.events import KeyEvent
 
 MOTION_KEYS: dict[str, tuple[float, float]] = {
     "up": (0.0, -1.0),

@@ -3,14 +3,14 @@
 As in the original PushT demonstrations, the agent follows the pointer. With
 ``drag=True`` (the browser page) it follows only while the primary button is held, so
 that the keyboard and gamepad can drive it otherwise. Episode commands come from the
-keys (:mod:`recorders.sources.keyboard`).
+keys (:mod:`teleop.sources.keyboard`).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from recorders.sources.events import PointerEvent
+from teleop.sources.events import PointerEvent
 
 
 class PointerState:

@@ -7,8 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from factory.errors import FactoryError
-from recorders.sources.events import EventBus
-from recorders.viewers.base import Hud, NullViewer, Viewer
+from teleop.sources.events import EventBus
+from teleop.viewers.base import Hud, NullViewer, Viewer
 
 
 @dataclass(frozen=True)
@@ -27,13 +27,13 @@ def _none(options: ViewerOptions, bus: EventBus) -> Viewer:
 
 
 def _window(options: ViewerOptions, bus: EventBus) -> Viewer:
-    from recorders.viewers.window import WindowViewer
+    from teleop.viewers.window import WindowViewer
 
     return WindowViewer(bus, size=options.size)
 
 
 def _web(options: ViewerOptions, bus: EventBus) -> Viewer:
-    from recorders.viewers.web import WebViewer
+    from teleop.viewers.web import WebViewer
 
     return WebViewer(bus, host=options.host, port=options.port, token=options.token)
 

@@ -1,5 +1,5 @@
 """Action sources by device name: ``spacemouse``, ``keyboard``, ``mouse``, ``web``,
-``scripted``. All implement :class:`~recorders.sources.base.ActionSource`."""
+``scripted``. All implement :class:`~teleop.sources.base.ActionSource`."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from factory.errors import FactoryError
-from recorders.sources.base import (
+from teleop.sources.base import (
     Action,
     ActionSource,
     Command,
@@ -16,9 +16,9 @@ from recorders.sources.base import (
     DeviceError,
     InitialCondition,
 )
-from recorders.sources.events import EventBus
-from recorders.sources.mapping import PlanarMapping
-from recorders.sources.spacemouse import SpaceMouseConfig
+from teleop.sources.events import EventBus
+from teleop.sources.mapping import PlanarMapping
+from teleop.sources.spacemouse import SpaceMouseConfig
 
 
 @dataclass(frozen=True)
@@ -32,31 +32,31 @@ class SourceOptions:
 
 
 def _spacemouse(options: SourceOptions, bus: EventBus) -> ActionSource:
-    from recorders.sources.spacemouse import SpaceMouseSource
+    from teleop.sources.spacemouse import SpaceMouseSource
 
     return SpaceMouseSource(options.mapping, options.spacemouse)
 
 
 def _keyboard(options: SourceOptions, bus: EventBus) -> ActionSource:
-    from recorders.sources.operator import keyboard_source
+    from teleop.sources.operator import keyboard_source
 
     return keyboard_source(bus, options.mapping)
 
 
 def _mouse(options: SourceOptions, bus: EventBus) -> ActionSource:
-    from recorders.sources.operator import mouse_source
+    from teleop.sources.operator import mouse_source
 
     return mouse_source(bus, options.mapping)
 
 
 def _web(options: SourceOptions, bus: EventBus) -> ActionSource:
-    from recorders.sources.web import web_source
+    from teleop.sources.web import web_source
 
     return web_source(bus, options.mapping)
 
 
 def _scripted(options: SourceOptions, bus: EventBus) -> ActionSource:
-    from recorders.sources.scripted import ScriptedSource
+    from teleop.sources.scripted import ScriptedSource
 
     return ScriptedSource(options.generator, options.generator_params)
 

@@ -3,9 +3,9 @@
 ``GET /`` serves the page (``static/index.html`` and ``static/teleop.js``); ``/ws`` is a
 websocket over which the server pushes each frame (a binary PNG message, then the HUD as
 a JSON text message) and the page sends the operator's keys, pointer and gamepad input
-(:mod:`recorders.sources.web`). Slow clients skip frames: only the newest is sent.
+(:mod:`teleop.sources.web`). Slow clients skip frames: only the newest is sent.
 
-Only the operator gets in (:mod:`recorders.viewers.access`): the page and the websocket
+Only the operator gets in (:mod:`teleop.viewers.access`): the page and the websocket
 need the session's token (``?token=``), the websocket must come from the page's own
 origin, and on a loopback bind the request must name loopback; anything else gets 403
 before it reaches the recorder, and is logged.
@@ -30,10 +30,10 @@ from typing import Any
 import numpy as np
 
 from factory.errors import FactoryError
-from recorders.sources.events import ConnectionEvent, EventBus
-from recorders.sources.web import parse_message
-from recorders.viewers.access import Access, url_host
-from recorders.viewers.base import Hud
+from teleop.sources.events import ConnectionEvent, EventBus
+from teleop.sources.web import parse_message
+from teleop.viewers.access import Access, url_host
+from teleop.viewers.base import Hud
 
 log = logging.getLogger(__name__)
 

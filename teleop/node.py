@@ -37,8 +37,8 @@ from factory.errors import FactoryError
 from factory.record.recorder import EpisodeRecorder
 from factory.store import EpisodeMeta, EpisodeStore
 from factory.world import World, WorldObs
-from recorders.sources.base import ActionSource, Command, DeviceDisconnected, InitialCondition
-from recorders.viewers.base import Hud, Viewer
+from teleop.sources.base import ActionSource, Command, DeviceDisconnected, InitialCondition
+from teleop.viewers.base import Hud, Viewer
 
 log = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ and keeps the newest translation and the button edges. Axis convention: pyspacem
 operator, the frame's +x is right and +y is down the screen (toward the operator), so
 translation (x, y) is the target's deflection in image axes. Translations are divided by
 the device's full scale (pyspacemouse reports about [-1, 1]); then the
-:class:`~recorders.sources.mapping.PlanarMapping` deadzone and speed apply.
+:class:`~teleop.sources.mapping.PlanarMapping` deadzone and speed apply.
 
 Buttons: left starts an episode, or stops and saves it (success as the world scores it);
 right discards it. The system library ``libhidapi-hidraw0`` must be installed.
@@ -27,14 +27,14 @@ from typing import Any
 import numpy as np
 
 from factory.world import Observation, WorldSpec
-from recorders.sources.base import (
+from teleop.sources.base import (
     Action,
     Command,
     DeviceDisconnected,
     DeviceError,
     InitialCondition,
 )
-from recorders.sources.mapping import PlanarMapping, PlanarTarget, check_planar
+from teleop.sources.mapping import PlanarMapping, PlanarTarget, check_planar
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +61,7 @@ class SpaceMouseConfig:
 
 
 class SpaceMouseSource:
-    """An :class:`~recorders.sources.base.ActionSource` over a pyspacemouse device."""
+    """An :class:`~teleop.sources.base.ActionSource` over a pyspacemouse device."""
 
     device = "spacemouse"
     needs_operator = True

@@ -1,6 +1,6 @@
 """The browser device: what the teleop page sends, as bus events.
 
-The page (``recorders/viewers/static``) sends one JSON object per input over its
+The page (``teleop/viewers/static``) sends one JSON object per input over its
 websocket; the server turns each into an event with :func:`parse_message`:
 
 - ``{"type": "key", "key": "ArrowRight", "down": true}``: a ``KeyboardEvent.key``; the
@@ -17,8 +17,8 @@ import json
 import math
 from typing import Any
 
-from recorders.sources.events import AxesEvent, InputEvent, KeyEvent, PointerEvent
-from recorders.sources.operator import web_source
+from teleop.sources.events import AxesEvent, InputEvent, KeyEvent, PointerEvent
+from teleop.sources.operator import web_source
 
 MAX_MESSAGE = 1024  # bytes; longer messages are ignored
 

@@ -12,16 +12,16 @@ from typing import Any
 
 import numpy as np
 
+from factory.generators import ActionGenerator, make_generator
 from factory.world import Observation, WorldSpec
-from recorders.generators import ActionGenerator, make_generator
-from recorders.sources.base import Action, Command, DeviceError, InitialCondition
+from teleop.sources.base import Action, Command, DeviceError, InitialCondition
 
 
 class ScriptedSource:
-    """An :class:`~recorders.sources.base.ActionSource` over an action generator.
+    """An :class:`~teleop.sources.base.ActionSource` over an action generator.
 
     ``generator`` is a registry name (``play``, ``expert``, ``replay``) with ``params``, or
-    ``policy``, any :class:`~recorders.generators.ActionGenerator` instance (a policy).
+    ``policy``, any :class:`~factory.generators.ActionGenerator` instance (a policy).
     ``replay`` replays the stored actions of each episode's initial condition.
     """
 

@@ -1,6 +1,6 @@
 """The event-driven operator source behind the keyboard, mouse and web devices.
 
-It drains an :class:`~recorders.sources.events.EventBus` each tick: keys give commands
+It drains an :class:`~teleop.sources.events.EventBus` each tick: keys give commands
 and (optionally) target motion, the pointer places the target, a gamepad stick moves it.
 Which of these a device uses is its :class:`OperatorProfile`.
 """
@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 
 from factory.world import Observation, WorldSpec
-from recorders.sources.base import Action, Command, DeviceError, InitialCondition
-from recorders.sources.events import (
+from teleop.sources.base import Action, Command, DeviceError, InitialCondition
+from teleop.sources.events import (
     AxesEvent,
     ConnectionEvent,
     EventBus,
@@ -25,9 +25,9 @@ from recorders.sources.events import (
     KeyEvent,
     PointerEvent,
 )
-from recorders.sources.keyboard import KeyState
-from recorders.sources.mapping import PlanarMapping, PlanarTarget, check_planar
-from recorders.sources.mouse import PointerState
+from teleop.sources.keyboard import KeyState
+from teleop.sources.mapping import PlanarMapping, PlanarTarget, check_planar
+from teleop.sources.mouse import PointerState
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +50,7 @@ class OperatorProfile:
 
 
 class OperatorSource:
-    """An :class:`~recorders.sources.base.ActionSource` fed by operator input events."""
+    """An :class:`~teleop.sources.base.ActionSource` fed by operator input events."""
 
     needs_operator = True
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from factory.world import WorldSpec
-from recorders.sources.base import DeviceError
+from teleop.sources.base import DeviceError
 
 PLANAR_DIM = 2
 

@@ -6,23 +6,23 @@ from collections.abc import Callable
 from typing import Any
 
 from factory.errors import FactoryError
-from recorders.generators.base import ActionGenerator, build_params
+from factory.generators.base import ActionGenerator, build_params
 
 
 def _make_play(**params: Any) -> ActionGenerator:
-    from recorders.generators.play import PlayGenerator, PlayParams
+    from factory.generators.play import PlayGenerator, PlayParams
 
     return PlayGenerator(build_params(PlayParams, "play", params))
 
 
 def _make_expert(**params: Any) -> ActionGenerator:
-    from recorders.generators.expert import ExpertGenerator, ExpertParams
+    from factory.generators.expert import ExpertGenerator, ExpertParams
 
     return ExpertGenerator(build_params(ExpertParams, "expert", params))
 
 
 def _make_replay(**params: Any) -> ActionGenerator:
-    from recorders.generators.replay import ReplayGenerator
+    from factory.generators.replay import ReplayGenerator
 
     missing = sorted({"actions", "config"} - set(params))
     extra = sorted(set(params) - {"actions", "config"})
@@ -36,7 +36,7 @@ def _make_replay(**params: Any) -> ActionGenerator:
 
 
 def _make_policy(**params: Any) -> ActionGenerator:
-    from recorders.generators.policy import PolicyGenerator
+    from factory.generators.policy import PolicyGenerator
 
     if "path" not in params:
         raise FactoryError("generator 'policy' needs path= (a LeRobot checkpoint directory)")

@@ -4,7 +4,7 @@ A viewer (the local window, the web page's server) turns native input into these
 and puts them on an :class:`EventBus`; the keyboard, mouse and web sources drain it once
 per tick. Every event carries ``t``, the ``time.perf_counter()`` at which it was received.
 
-Key names are normalised (:func:`recorders.sources.keyboard.normalise_key`): ``"up"``,
+Key names are normalised (:func:`teleop.sources.keyboard.normalise_key`): ``"up"``,
 ``"space"``, ``"enter"``, ``"escape"``, ``"backspace"``, lower-case letters, ...
 """
 
