@@ -3,7 +3,8 @@
 Expert: success rate (coverage > 0.95 within ``--steps``), mean final and max coverage and
 mean steps to success over the ``--seeds`` range (keep it disjoint from tuning seeds).
 Play: contact fraction and the spread of block poses over ``--play-episodes`` episodes.
-Also the env's raw speed (steps/s with pixels) at batch 1 and 8.
+Also the env's raw speed (steps/s with pixels) at batch 1 and 8. The episodes run in the
+episode runner (:class:`factory.record.EpisodeRunner`), one batch row per seed.
 
     .venv/bin/python bench/expert_eval.py --seeds 100000:100100 --steps 300
 """
@@ -19,51 +20,46 @@ import numpy as np
 
 from factory.envs.pusht import PushTWorld
 from factory.generators import make_generator
+from factory.record import EpisodeResult
+from factory.record.runner import EpisodeRunner, EpisodeSpec, StepHook
+from factory.world import WorldObs
 
 
-def eval_expert(world: PushTWorld, seeds: range, steps: int) -> dict[str, Any]:
-    finals, maxes, to_success = [], [], []
+def eval_expert(seeds: range, steps: int, resolution: int) -> dict[str, Any]:
+    """The expert on every seed at once (one batch row each, no stop on success)."""
+    n = len(seeds)
+    first = np.zeros(n, np.int64)  # each row's first successful step (1-based), 0: none
+
+    def on_step(t: int, obs: WorldObs) -> None:
+        first[(first == 0) & obs.success] = t + 1
+
     start = time.perf_counter()
-    for seed in seeds:
-        gen = make_generator("expert")
-        obs = world.reset(seeds=np.array([seed]))
-        gen.reset(seed, obs.item(0))
-        best, first = 0.0, None
-        for t in range(steps):
-            obs = world.step(gen.act(obs.item(0))[None])
-            best = max(best, float(obs.score[0]))
-            if first is None and obs.success[0]:
-                first = t + 1
-        finals.append(float(obs.score[0]))
-        maxes.append(best)
-        if first is not None:
-            to_success.append(first)
-    n = len(finals)
+    results = _run("expert", seeds, steps, resolution, on_step)
+    finals = np.array([r.meta.score or 0.0 for r in results])
+    to_success = first[first > 0]
     return {
         "episodes": n,
         "seeds": f"{seeds.start}:{seeds.stop}",
         "steps": steps,
         "success_rate": len(to_success) / n,
-        "final_success_rate": float(np.mean(np.array(finals) > 0.95)),
+        "final_success_rate": float(np.mean(finals > 0.95)),
         "mean_final_coverage": float(np.mean(finals)),
-        "mean_max_coverage": float(np.mean(maxes)),
-        "mean_steps_to_success": float(np.mean(to_success)) if to_success else None,
+        "mean_max_coverage": float(np.mean([r.meta.extra["max_score"] for r in results])),
+        "mean_steps_to_success": float(np.mean(to_success)) if len(to_success) else None,
         "wall_s": round(time.perf_counter() - start, 1),
     }
 
 
-def eval_play(world: PushTWorld, episodes: int, steps: int) -> dict[str, Any]:
-    contacts, finals, poses = [], [], []
-    for seed in range(episodes):
-        gen = make_generator("play")
-        obs = world.reset(seeds=np.array([seed]))
-        gen.reset(seed, obs.item(0))
-        for _ in range(steps):
-            obs = world.step(gen.act(obs.item(0))[None])
-            contacts.append(bool(obs.info["contact"][0]))
-            poses.append(obs.task_state[0])
-        finals.append(obs.task_state[0])
-    fin, allp = np.array(finals), np.array(poses)
+def eval_play(episodes: int, steps: int, resolution: int) -> dict[str, Any]:
+    """Play on seeds ``0 .. episodes-1`` at once: contacts and block poses of every step."""
+    contacts, poses = [], []
+
+    def on_step(t: int, obs: WorldObs) -> None:
+        contacts.append(obs.info["contact"].copy())
+        poses.append(obs.task_state.copy())
+
+    _run("play", range(episodes), steps, resolution, on_step)
+    fin, allp = poses[-1], np.concatenate(poses)
     names = ("block_x", "block_y", "block_angle")
 
     def stats(arr: np.ndarray) -> dict[str, dict[str, float]]:
@@ -80,10 +76,23 @@ def eval_play(world: PushTWorld, episodes: int, steps: int) -> dict[str, Any]:
     return {
         "episodes": episodes,
         "steps": steps,
-        "contact_fraction": float(np.mean(contacts)),
+        "contact_fraction": float(np.mean(np.concatenate(contacts))),
         "final_block_pose": stats(fin),
         "all_block_poses": stats(allp),
     }
+
+
+def _run(
+    generator: str, seeds: range, steps: int, resolution: int, on_step: StepHook
+) -> list[EpisodeResult]:
+    """``generator`` for ``steps`` steps from every seed, one batch row each."""
+    world = PushTWorld(batch_size=len(seeds), resolution=resolution)
+    try:
+        runner = EpisodeRunner(world, source="real", record=False)
+        policies = [make_generator(generator) for _ in seeds]
+        return runner.run(policies, [EpisodeSpec(seed, steps) for seed in seeds], on_step)
+    finally:
+        world.close()
 
 
 def env_speed(resolution: int, batch: int, steps: int = 200) -> float:
@@ -108,11 +117,9 @@ def main() -> None:
     ap.add_argument("--skip-play", action="store_true")
     args = ap.parse_args()
     lo, hi = (int(v) for v in args.seeds.split(":"))
-    world = PushTWorld(batch_size=1, resolution=args.resolution)
-    out: dict[str, Any] = {"expert": eval_expert(world, range(lo, hi), args.steps)}
+    out: dict[str, Any] = {"expert": eval_expert(range(lo, hi), args.steps, args.resolution)}
     if not args.skip_play:
-        out["play"] = eval_play(world, args.play_episodes, args.play_steps)
-    world.close()
+        out["play"] = eval_play(args.play_episodes, args.play_steps, args.resolution)
     out["env_steps_per_s"] = {f"batch{b}": round(env_speed(args.resolution, b), 1) for b in (1, 8)}
     print(json.dumps(out, indent=2))
 

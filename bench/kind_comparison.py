@@ -70,7 +70,8 @@ def summarise(files: dict[str, Path]) -> dict[str, Any]:
     """The comparison's row for one kind from its result files."""
     r = {k: json.loads(p.read_text()) for k, p in files.items()}
     fid, hor = r["fidelity"], r["fidelity"]["horizons"]
-    perm, stab, probe = fid.get("permanence", {}), fid.get("stability", {}), fid["probe_real"]
+    perm, stab = fid.get("permanence", {}), fid.get("stability", {})
+    reader = fid["reader_real"] if "reader_real" in fid else fid["probe_real"]  # older runs
     cpu_s = sum(s["metrics"].get("cpu_s", 0.0) for s in r["train"]["stages"].values())
     return {
         "train_wall_s": sum(s["wall_s"] for s in r["train"]["stages"].values()),
@@ -88,10 +89,10 @@ def summarise(files: dict[str, Path]) -> dict[str, Any]:
         "stability_t_ratio_min": stab.get("t_fraction_ratio_min"),
         "stability_t_ratio_max": stab.get("t_fraction_ratio_max"),
         "stability_found": stab.get("block_found_frac"),
-        "reader": probe["reader"],
-        "reader_block_px": probe["block_px"],
-        "reader_angle_deg": probe["angle_deg"],
-        "reader_agent_px": probe["agent_px"],
+        "reader": reader["reader"],
+        "reader_block_px": reader["block_px"],
+        "reader_angle_deg": reader["angle_deg"],
+        "reader_agent_px": reader["agent_px"],
         "expert_model_success": r["expert"]["success_rate"],
         "real_given_model": r["transfer"].get("real_success_given_model_success"),
         "transfer_real_success": r["transfer"].get("real_success"),

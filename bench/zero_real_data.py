@@ -50,6 +50,7 @@ import zero_real_report as report
 from zero_real_arms import policy_overrides, stage_eval, stage_export, stage_train
 from zero_real_run import BIN, Plan, Run, StageError, hold_still, score_rows, usable
 
+from factory.eval.contact_sheet import contact_sheet
 from factory.store import EpisodeStore, merge_stores
 
 log = logging.getLogger("zero_real_data")
@@ -345,7 +346,7 @@ def stage_report(out: Path) -> Callable[[Run], dict[str, Any]]:
         g_store = run.plan.path("stores", "G.zarr")
         if g_store.exists():  # what the model showed the expert in G's demos
             sheet = out.with_name(out.stem + "_g_frames.png")
-            if report.contact_sheet(g_store, sheet):
+            if contact_sheet(g_store, sheet):
                 done["g_frames"] = str(sheet)
         return done
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from PIL import Image, ImageDraw, ImageFont
 
-from factory.eval.agreement import bootstrap_ci, mmrv, pearson, spearman
+from factory.eval.agreement import at_least, at_most, checkpoint_agreement, paired
 
 ARMS = ("state", "image")
 WORLDS = ("real", "model")  # lerobot's pusht env, the demofactory env
@@ -33,19 +33,6 @@ def read_eval(path: Path) -> dict[str, float]:
     }
 
 
-def paired(rows: list[dict[str, Any]], key: str) -> list[dict[str, Any]]:
-    """One row per checkpoint scored in both worlds: dataset, step, real and model ``key``."""
-    got: dict[tuple[str, int], dict[str, Any]] = {}
-    for row in rows:
-        cell = got.setdefault((row["dataset"], row["step"]), {})
-        cell[row["world"]] = row[key]
-    return [
-        {"dataset": d, "step": s, "real": c["real"], "model": c["model"]}
-        for (d, s), c in sorted(got.items())
-        if "real" in c and "model" in c
-    ]
-
-
 def final_scores(rows: list[dict[str, Any]], world: str, n: int) -> dict[str, float | None]:
     """Success of ``R<n>``, ``G<n>`` and ``M<n>`` at their last step in ``world``."""
     out: dict[str, float | None] = {}
@@ -53,47 +40,6 @@ def final_scores(rows: list[dict[str, Any]], world: str, n: int) -> dict[str, fl
         mine = [r for r in rows if r["dataset"] == f"{fam}{n}" and r["world"] == world]
         out[fam] = max(mine, key=lambda r: r["step"])["success"] if mine else None
     return out
-
-
-def agreement_of(pairs: list[dict[str, Any]]) -> dict[str, Any]:
-    """Pearson (with its bootstrap CI), Spearman, MMRV, the mean in-model bias (sim minus
-    real) and the real range over checkpoints; None where undefined."""
-    real = [p["real"] for p in pairs]
-    out: dict[str, Any] = {
-        "n_checkpoints": len(pairs),
-        "pearson": None,
-        "pearson_ci": [None, None],
-        "ci_level": CI_LEVEL,
-        "spearman": None,
-        "mmrv": None,
-        "bias": None,
-        "real_success_range": [min(real), max(real)] if real else [None, None],
-    }
-    if len(pairs) >= 2:
-        sim = [p["model"] for p in pairs]
-        ci = bootstrap_ci(sim, real, pearson, level=CI_LEVEL)
-        bias = sum(s - r for s, r in zip(sim, real, strict=True)) / len(pairs)
-        out.update(
-            pearson=_finite(pearson(sim, real)),
-            pearson_ci=[_finite(x) for x in ci],
-            spearman=_finite(spearman(sim, real)),
-            mmrv=_finite(mmrv(sim, real)),
-            bias=round(bias, 6),
-        )
-    return out
-
-
-def _finite(x: float) -> float | None:
-    return None if x != x else round(float(x), 6)
-
-
-def _at_least(x: float | None, bound: float) -> bool:
-    """Met only when computed: a target that cannot be computed is not met."""
-    return x is not None and x >= bound
-
-
-def _at_most(x: float | None, bound: float) -> bool:
-    return x is not None and x <= bound
 
 
 def arm_report(rows: list[dict[str, Any]], n: int) -> dict[str, Any]:
@@ -106,8 +52,8 @@ def arm_report(rows: list[dict[str, Any]], n: int) -> dict[str, Any]:
         "real_success": real,
         "model_success": model,
         "g_over_r": None if r in (None, 0) or g is None else round(g / r, 4),
-        "agreement": agreement_of(pairs),
-        "agreement_max_reward": agreement_of(paired(rows, "max_reward")),
+        "agreement": checkpoint_agreement(pairs, level=CI_LEVEL),
+        "agreement_max_reward": checkpoint_agreement(paired(rows, "max_reward"), level=CI_LEVEL),
         "checkpoints": pairs,
         "checkpoints_max_reward": paired(rows, "max_reward"),
     }
@@ -119,18 +65,16 @@ def state_targets(arm: dict[str, Any], g: dict[str, Any], wall: float) -> dict[s
     lo, hi = a["real_success_range"]
     r, m = real["R"], real["M"]
     return {
-        "r_at_least_0.6": _at_least(r, 0.6),
-        "g_over_r_at_least_0.8": _at_least(arm["g_over_r"], 0.8),
+        "r_at_least_0.6": at_least(r, 0.6),
+        "g_over_r_at_least_0.8": at_least(arm["g_over_r"], 0.8),
         "m_at_least_r": r is not None and m is not None and m >= r,
         "n_checkpoints_at_least_12": a["n_checkpoints"] >= 12,
         "real_success_spans_0.1_to_0.7": lo is not None and lo <= SPAN[0] and hi >= SPAN[1],
-        "pearson_at_least_0.8": _at_least(a["pearson"], 0.8),
+        "pearson_at_least_0.8": at_least(a["pearson"], 0.8),
         "pearson_ci_low_above_0.5": a["pearson_ci"][0] is not None and a["pearson_ci"][0] > 0.5,
-        "mmrv_at_most_0.1": _at_most(a["mmrv"], 0.1),
+        "mmrv_at_most_0.1": at_most(a["mmrv"], 0.1),
         "abs_bias_at_most_0.05": a["bias"] is not None and abs(a["bias"]) <= 0.05,
-        "g_real_given_model_at_least_0.8": _at_least(
-            g.get("real_success_given_model_success"), 0.8
-        ),
+        "g_real_given_model_at_least_0.8": at_least(g.get("real_success_given_model_success"), 0.8),
         "under_3_hours": wall < 3 * 3600,
     }
 
@@ -257,25 +201,3 @@ def draw_plot(report: dict[str, Any], out: Path) -> None:
         draw.text((W - 75, PAD + 6 + 16 * k), fam, fill=(0, 0, 0))
     out.parent.mkdir(parents=True, exist_ok=True)
     img.save(out)
-
-
-def contact_sheet(store: Path, out: Path, rows: int = 10, cols: int = 6, scale: int = 2) -> int:
-    """The first ``rows`` episodes of ``store``, one row each of ``cols`` frames evenly
-    spaced from first to last, ``scale`` times enlarged; returns the rows drawn."""
-    import numpy as np
-
-    from factory.store import EpisodeStore
-
-    strips = []
-    with EpisodeStore.open(store) as st:
-        for i in range(min(rows, st.n_episodes)):
-            frames = st.episode(i)["image"]  # (T, H, W, 3) uint8
-            idx = np.linspace(0, len(frames) - 1, cols).round().astype(int)
-            strips.append(np.concatenate([frames[j] for j in idx], axis=1))
-    if not strips:
-        return 0
-    sheet = Image.fromarray(np.concatenate(strips, axis=0))
-    sheet = sheet.resize((sheet.width * scale, sheet.height * scale), Image.Resampling.NEAREST)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    sheet.save(out)
-    return len(strips)

@@ -17,6 +17,7 @@ from typing import Any
 
 import zero_real_report as report
 
+from factory.stages import StageRun
 from factory.store import EpisodeStore
 
 log = logging.getLogger("zero_real_data")
@@ -75,29 +76,24 @@ class Plan:
         return [*(f"R{k}" for k in self.sizes), *(f"G{k}" for k in self.sizes), f"M{self.n}"]
 
 
-class Run:
-    """``WORK/state.json``: config, stages (done, wall_s, info), commands, notes."""
+class Run(StageRun):
+    """``WORK/state.json``: config, stages (status, wall_s, info), commands, notes."""
 
     def __init__(self, plan: Plan, name: str = "state.json") -> None:
         self.plan = plan
-        self.file = plan.path(name)
-        if self.file.is_file():
-            self.state = json.loads(self.file.read_text())
-            if self.state["config"] != plan.config():
+        file = plan.path(name)
+        if file.is_file():
+            state = StageRun.load(file).state
+            for rec in state["stages"].values():  # a run begun before the status field
+                if rec.pop("done", False):
+                    rec["status"] = "done"
+            if state["config"] != plan.config():
                 raise ValueError(f"{plan.work} was made with other settings; use a new --work")
         else:
-            self.state = {"config": plan.config(), "stages": {}, "commands": [], "notes": []}
+            state = {"config": plan.config(), "stages": {}, "commands": [], "notes": []}
             plan.path("logs").mkdir(parents=True, exist_ok=True)
-            self.save()
-
-    def save(self) -> None:
-        tmp = self.file.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.state, indent=1))
-        tmp.replace(self.file)
-
-    def stage(self, name: str) -> dict[str, Any]:
-        st: dict[str, Any] = self.state["stages"].setdefault(name, {"done": False, "wall_s": 0.0})
-        return st
+        super().__init__(file, state)
+        self.save()
 
     def note(self, text: str) -> None:
         if text not in self.state["notes"]:
@@ -105,21 +101,14 @@ class Run:
             log.warning(text)
 
     def do(self, name: str, fn: Callable[[Run], Any]) -> None:
-        st = self.stage(name)
-        if st["done"] and name != "report":
-            log.info("stage %s: done before, skipped", name)
-            return
-        log.info("stage %s ...", name)
-        t0 = time.monotonic()
-        try:
+        """Stage ``name`` (skipped when done, except the report); ``fn``'s result is the
+        stage's ``info``."""
+
+        def stage(_rec: dict[str, Any]) -> dict[str, Any] | None:
             info = fn(self)
-        finally:
-            st["wall_s"] = round(st["wall_s"] + time.monotonic() - t0, 1)
-            self.save()
-        st["done"] = True
-        if info is not None:
-            st["info"] = info
-        self.save()
+            return None if info is None else {"info": info}
+
+        self.run(name, stage, again=name == "report")
 
     def cmd(
         self, stage: str, exe: str, args: list[str], *, env: dict[str, str] | None = None
@@ -214,32 +203,19 @@ def checkpoints(run_dir: Path) -> dict[int, Path]:
     return {int(f.parent.parent.name): f.parent for f in found if f.parent.parent.name.isdigit()}
 
 
-class HoldStill:
-    """A policy that never moves: every target is the agent's position at reset."""
-
-    name = "hold_still"
-
-    def params(self) -> dict[str, Any]:
-        return {}
-
-    def reset(self, seed: int, obs: Any) -> None:
-        self._target = obs.state.copy()  # (2,) agent xy
-
-    def act(self, obs: Any) -> Any:
-        return self._target
-
-
 def hold_still(p: Plan, world_name: str) -> dict[str, float]:
-    """:class:`HoldStill` on the evaluation seeds, in the ground truth (``real``) or in the
-    world lerobot-eval's ``demofactory`` env steps (``model``): its success rate and mean
-    max reward, as lerobot-eval scores a checkpoint. Any success or reward gain in the
-    model comes from the model moving the block by itself."""
+    """The ``hold_still`` generator (:class:`factory.generators.hold_still.HoldStill`) on
+    the evaluation seeds, in the ground truth (``real``) or in the world lerobot-eval's
+    ``demofactory`` env steps (``model``): its success rate and mean max reward, as
+    lerobot-eval scores a checkpoint. Any success or reward gain in the model comes from
+    the model moving the block by itself."""
     import numpy as np
 
+    from exporters.lerobot_plugin import open_world
     from factory.envs import make_world
     from factory.envs.model_vector_env import pusht_reward
+    from factory.generators import make_generator
     from factory.record.runner import EpisodeRunner, EpisodeSpec
-    from pipelines.lerobot_plugin import open_world
 
     n = p.episodes
     world = (
@@ -251,7 +227,7 @@ def hold_still(p: Plan, world_name: str) -> dict[str, float]:
     try:
         source = "real" if world_name == "real" else "world_model"
         results = EpisodeRunner(world, source=source, record=False).run(
-            [HoldStill() for _ in range(n)], specs
+            [make_generator("hold_still") for _ in range(n)], specs
         )
     finally:
         world.close()

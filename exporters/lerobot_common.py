@@ -9,6 +9,10 @@ Key mapping (store key -> LeRobot feature):
     action          -> action
     <other>         -> <other>   (e.g. gt_state: no "observation." prefix, so policies ignore it)
 
+Derived from the store, not stored in it (the importer skips them in our own exports):
+``observation.environment_state`` (the T's keypoints, from gt_state's block pose) and
+``next.reward`` / ``next.success`` / ``next.done`` (see :mod:`exporters.lerobot_next`).
+
 Provenance travels as the string feature ``provenance``: one JSON object per frame (the
 same for every frame of an episode; parquet's dictionary encoding stores it once).
 """
@@ -35,6 +39,10 @@ CAMERA_PREFIX = "observation.images."
 STATE = "observation.state"
 ENV_STATE = "observation.environment_state"  # the T's keypoints, derived from gt_state
 ACTION = "action"
+REWARD = "next.reward"  # lerobot.utils.constants' names
+SUCCESS = "next.success"
+DONE = "next.done"
+NEXT = (REWARD, SUCCESS, DONE)
 PROVENANCE = "provenance"
 PROVENANCE_FORMAT = "demofactory.provenance"
 PROVENANCE_VERSION = 1

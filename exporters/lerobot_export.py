@@ -12,6 +12,7 @@ lerobot's PNG path, with its image-writer threads.
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -22,6 +23,7 @@ import numpy as np
 
 from exporters.lerobot_common import (
     ENV_STATE,
+    NEXT,
     PROVENANCE,
     RESERVED,
     VIDEO_BACKEND,
@@ -29,6 +31,7 @@ from exporters.lerobot_common import (
     provenance_text,
     require_lerobot,
 )
+from exporters.lerobot_next import next_columns, next_features
 from factory.envs.pusht_geometry import keypoints
 from factory.errors import FactoryError
 from factory.store import EpisodeMeta, EpisodeStore
@@ -39,6 +42,8 @@ DEFAULT_CRF = {"libsvtav1": 30, "h264": 23}  # both >= 35 dB PSNR on 96 px PushT
 STREAMING_MAX_BYTES = 1 << 30  # largest episode (all cameras) held in the encoder queue
 IMAGE_WRITER_THREADS = 2
 BLOCK_POSE_NAMES = ["block_x", "block_y", "block_angle"]
+MODEL_WORLD_SUFFIX = "-model"  # ModelWorld's spec name: f"{world}-model"
+_NAME_TUPLE = re.compile(r"\(\s*([A-Za-z_]\w*(?:\s*,\s*[A-Za-z_]\w*)+)\s*\)")
 OBS_TYPES = ("all", "pixels_agent_pos", "environment_state_agent_pos")
 """What an export holds besides ``action``, named after gym-pusht's ``obs_type``: ``all``
 (every store key, plus ``observation.environment_state`` where the store has a block pose),
@@ -121,11 +126,18 @@ def writes_env_state(store: EpisodeStore, obs: str) -> bool:
     return obs != "pixels_agent_pos" and has_block_pose(store)
 
 
+def writes_next(store: EpisodeStore) -> bool:
+    """Whether the export adds ``next.reward`` / ``next.success`` / ``next.done`` (every
+    ``obs``): they are scored from the block pose (:mod:`exporters.lerobot_next`)."""
+    return has_block_pose(store)
+
+
 def lerobot_features(
     store: EpisodeStore, video: bool, obs: str = "all"
 ) -> dict[str, dict[str, Any]]:
     """LeRobot feature specs for the keys an export of kind ``obs`` writes, plus the
-    provenance string (and the keypoints, see :func:`writes_env_state`).
+    provenance string (and the keypoints and ``next.*``, see :func:`writes_env_state` and
+    :func:`writes_next`).
 
     Images must be (H, W, 3) uint8. Raises :class:`FactoryError` for a store without what
     ``obs`` needs, or with a key that clashes with LeRobot's own columns.
@@ -135,7 +147,7 @@ def lerobot_features(
     for key in exported_keys(store, obs):
         spec = schema.keys[key]
         name = feature_name(key)
-        if name in RESERVED or name == ENV_STATE:
+        if name in RESERVED or name == ENV_STATE or name in NEXT:
             raise FactoryError(f"{store.path}: key {key!r} clashes with a LeRobot column name")
         if key in schema.image_keys:
             if len(spec.shape) != 3 or spec.shape[2] != 3 or spec.dtype != "uint8":
@@ -157,18 +169,43 @@ def lerobot_features(
     if writes_env_state(store, obs):
         names = [f"keypoint{i}_{ax}" for i in range(8) for ax in "xy"]
         features[ENV_STATE] = {"dtype": "float32", "shape": (16,), "names": names}
+    if writes_next(store):
+        features.update(next_features())
     features[PROVENANCE] = {"dtype": "string", "shape": (1,), "names": None}
     return features
 
 
 def _names(store: EpisodeStore, key: str, shape: tuple[int, ...]) -> list[str] | None:
-    """Per-dimension names of a 1-D key: the store's ``<key>_names`` attr or ``key_i``."""
+    """Per-dimension names of a 1-D key: the store's ``<key>_names`` attr; for ``action``
+    else the names its world spec gives in ``action_meaning`` (PushT's "... position (x, y)
+    ..." -> ``x``, ``y``); else ``key_i``."""
     if len(shape) != 1:
         return None
     given = store.attrs.get(f"{key}_names")
     if isinstance(given, list) and len(given) == shape[0]:
         return [str(n) for n in given]
+    if key == "action":
+        spelled = meaning_names(store.action_meaning, shape[0])
+        if spelled is not None:
+            return spelled
     return [f"{key}_{i}" for i in range(shape[0])]
+
+
+def meaning_names(meaning: str, n: int) -> list[str] | None:
+    """The first parenthesised tuple of ``n`` identifiers in ``meaning``, e.g. ``["x", "y"]``
+    of "absolute agent target position (x, y) in board pixels"; None if there is none."""
+    for match in _NAME_TUPLE.finditer(meaning):
+        names = [part.strip() for part in match.group(1).split(",")]
+        if len(names) == n:
+            return names
+    return None
+
+
+def robot_type(store: EpisodeStore) -> str | None:
+    """The store's world (``env`` attr), a world model's without its ``-model`` suffix:
+    its episodes are of the same robot, and lerobot merges only equal robot types."""
+    env = str(store.attrs.get("env", ""))
+    return env.removesuffix(MODEL_WORLD_SUFFIX) or None
 
 
 def store_info(store: EpisodeStore) -> dict[str, Any]:
@@ -209,26 +246,24 @@ def write_dataset(req: WriteRequest, on_episode: EpisodeCallback | None = None) 
         integer_fps(store),
         features,
         root=req.root,
-        robot_type=str(store.attrs.get("env", "")) or None,
+        robot_type=robot_type(store),
         use_videos=req.video is not None,
         video_backend=VIDEO_BACKEND,
         **writer_options(req),
     )
     info = store_info(store)
     keys = {k: feature_name(k) for k in exported}
-    env_state = writes_env_state(store, req.obs)
     frames = 0
     try:
         for n, index in enumerate(req.episodes, start=1):
             # Read in this thread: a reader thread measured slower (0.86-0.875x against 0.96x
             # of the direct loop): it fights add_frame and zarr's I/O thread for the GIL.
             data = store.episode(index).to_dict()
+            columns = {name: data[key] for key, name in keys.items()}
+            columns.update(derived_columns(store, req.obs, data, metas[index]))
             prov = provenance_text(metas[index], index, info)
-            kps = keypoints(data["gt_state"]).astype(np.float32) if env_state else None
             for t in range(len(data["action"])):
-                frame: dict[str, Any] = {name: data[key][t] for key, name in keys.items()}
-                if kps is not None:
-                    frame[ENV_STATE] = kps[t]
+                frame: dict[str, Any] = {name: col[t] for name, col in columns.items()}
                 frame["task"] = tasks[index]
                 frame[PROVENANCE] = prov
                 dataset.add_frame(frame)
@@ -246,6 +281,20 @@ def write_dataset(req: WriteRequest, on_episode: EpisodeCallback | None = None) 
         "features": list(features),
         "seconds": seconds,
     }
+
+
+def derived_columns(
+    store: EpisodeStore, obs: str, data: dict[str, np.ndarray], meta: EpisodeMeta
+) -> dict[str, np.ndarray]:
+    """The columns an episode's export adds from its ``gt_state`` (T, 3): the keypoints
+    (T, 16) float32 and ``next.*`` (T, 1), where :func:`writes_env_state` and
+    :func:`writes_next` say so."""
+    out: dict[str, np.ndarray] = {}
+    if writes_env_state(store, obs):
+        out[ENV_STATE] = keypoints(data["gt_state"]).astype(np.float32)
+    if writes_next(store):
+        out.update(next_columns(data["gt_state"], meta.score))
+    return out
 
 
 def _tasks(req: WriteRequest, metas: list[EpisodeMeta]) -> dict[int, str]:

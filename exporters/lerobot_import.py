@@ -22,6 +22,7 @@ from exporters.lerobot_common import (
     CODEBASE_VERSION,
     ENV_STATE,
     MAIN_CAMERA,
+    NEXT,
     PROVENANCE,
     RESERVED,
     VIDEO_BACKEND,
@@ -99,11 +100,10 @@ def plan_keys(meta: Any, camera: str | None) -> KeyPlan:
     chosen = [main] if camera is not None else cameras
     plan = KeyPlan(cameras={c: str(store_key(c, main)) for c in chosen}, numeric={})
     taken = set(plan.cameras.values())
-    derived = ENV_STATE in meta.features and "gt_state" in meta.features
     for name, ft in meta.features.items():
         if name in RESERVED or name in meta.camera_keys:
             continue
-        if derived and name == ENV_STATE:  # our export's keypoints of gt_state's block pose
+        if _derived(meta.features, name):
             plan.skipped.append(name)
             continue
         key = store_key(name)
@@ -115,6 +115,15 @@ def plan_keys(meta: Any, camera: str | None) -> KeyPlan:
     if "action" not in plan.numeric:
         raise FactoryError("the LeRobot dataset has no 'action' feature; the store needs actions")
     return plan
+
+
+def _derived(features: dict[str, Any], name: str) -> bool:
+    """Whether ``name`` is a column our export computes from the store rather than a
+    store key: the keypoints of gt_state's block pose, and ``next.*`` (a demofactory
+    export's, marked by its provenance column)."""
+    if name == ENV_STATE:
+        return "gt_state" in features
+    return name in NEXT and PROVENANCE in features
 
 
 def store_schema(meta: Any, plan: KeyPlan) -> StoreSchema:
@@ -192,9 +201,10 @@ def episode_meta(index: int, task: str, prov: str, root: Path) -> EpisodeMeta:
     )
 
 
-def store_attrs(dataset: Any, root: Path, camera: str) -> dict[str, Any]:
+def store_attrs(dataset: Any, root: Path, camera: str, plan: KeyPlan) -> dict[str, Any]:
     """``{"action_meaning", "attrs"}`` for the new store: the exporting store's when the
-    dataset came from demofactory, else what the LeRobot metadata says."""
+    dataset came from demofactory, else what the LeRobot metadata says (with the
+    per-dimension names of each imported feature as ``<key>_names``)."""
     meta = dataset.meta
     source = {"root": str(root), "codebase_version": CODEBASE_VERSION, "camera": camera}
     record = None
@@ -203,17 +213,32 @@ def store_attrs(dataset: Any, root: Path, camera: str) -> dict[str, Any]:
         record = parse_provenance(str(first[PROVENANCE]))
     if record is not None and isinstance(record.get("store"), dict):
         info = record["store"]
-        attrs = dict(info.get("attrs") or {})
+        kept = dict(info.get("attrs") or {})
         return {
             "action_meaning": str(info.get("action_meaning", "")),
-            "attrs": {**attrs, "imported_from": source},
+            "attrs": {**kept, "imported_from": source},
         }
     names = meta.features["action"].get("names")
     tasks = list(meta.tasks.index) if meta.tasks is not None else []
-    attrs = {"env": meta.robot_type or "lerobot", "imported_from": source}
+    attrs: dict[str, Any] = {"env": meta.robot_type or "lerobot", "imported_from": source}
+    for name, key in plan.numeric.items():
+        dims = _dimension_names(meta.features[name])
+        if dims is not None:
+            attrs[f"{key}_names"] = dims
     if tasks:
         attrs["task"] = str(tasks[0])
     return {"action_meaning": f"LeRobot feature 'action' (names: {names})", "attrs": attrs}
+
+
+def _dimension_names(ft: dict[str, Any]) -> list[str] | None:
+    """A 1-D feature's names: a list, or a dict holding one list (``{"motors": [...]}``)."""
+    names = ft.get("names")
+    if isinstance(names, dict) and len(names) == 1:
+        names = next(iter(names.values()))
+    shape = tuple(ft.get("shape") or ())
+    if isinstance(names, list) and len(shape) == 1 and len(names) == shape[0]:
+        return [str(n) for n in names]
+    return None
 
 
 def read_dataset(

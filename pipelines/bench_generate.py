@@ -38,6 +38,7 @@ import torch
 from factory.envs.model_world import ModelWorld
 from factory.errors import FactoryError
 from factory.gen import GenJob, RolloutEngine
+from factory.gen.plan import GenerateConfig
 from factory.generators import make_generator
 from factory.model import build_part, load_model_dir, read_config, save_part
 from factory.model.files import model_dir_or_default, model_identity
@@ -45,7 +46,7 @@ from factory.model.registry import kind_of
 from factory.record import open_output
 from factory.record.runner import run_episode
 from factory.store import EpisodeStore
-from pipelines.generate import GenerateConfig, run_generate
+from pipelines.generate import run_generate
 
 Progress = Callable[[int, int, str], None]
 

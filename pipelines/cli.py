@@ -9,6 +9,7 @@
     factory generate --generator expert --episodes 100 --out runs/gen.zarr
     factory export lerobot runs/gen.zarr runs/gen_lerobot --repo-id local/gen
     factory import lerobot runs/gen_lerobot runs/back.zarr
+    factory view runs/gen.zarr
     factory bench rollout --json
 
 Every bad input (a wrong path, a foreign store or model, an unknown generator, N <= 0) is
@@ -17,10 +18,19 @@ one line on stderr and exit code 2. The commands live in ``pipelines/cli_*.py``.
 
 from __future__ import annotations
 
-from pipelines import cli_data, cli_generate, cli_lerobot, cli_model, cli_teleop
+from pipelines import cli_data, cli_generate, cli_lerobot, cli_model, cli_teleop, cli_view
 from pipelines.cli_app import add_groups, app
 
-__all__ = ["app", "cli_data", "cli_generate", "cli_lerobot", "cli_model", "cli_teleop", "main"]
+__all__ = [
+    "app",
+    "cli_data",
+    "cli_generate",
+    "cli_lerobot",
+    "cli_model",
+    "cli_teleop",
+    "cli_view",
+    "main",
+]
 
 add_groups()
 

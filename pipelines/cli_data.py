@@ -37,6 +37,9 @@ def collect(
     source: Annotated[
         Path | None, typer.Option(help="Store whose episodes --generator replay replays.")
     ] = None,
+    fsync: Annotated[
+        bool, typer.Option("--fsync", help="Durable store: fsync every commit (slower).")
+    ] = False,
     json_out: Annotated[bool, typer.Option("--json", help="Print a JSON summary.")] = False,
 ) -> None:
     """Record episodes in the ground-truth env into a store."""
@@ -54,6 +57,7 @@ def collect(
         workers=workers,
         append=append,
         source=source,
+        fsync=fsync,
     )
     plan = prepare_collect(cfg)
     with progress() as bar:
@@ -120,7 +124,7 @@ def demo(
         return
     err_console.print(
         f"[bold green]done[/]: {summary['episodes']} episodes ({summary['frames']} frames, "
-        f"{summary['probe_successes']} probe successes) from {summary['model_id']}"
+        f"{summary['model_successes']} successes in the model) from {summary['model_id']}"
     )
     for key in ("store", "lerobot", "preview"):
         err_console.print(f"  {key:8s} {summary[key]}")

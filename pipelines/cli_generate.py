@@ -34,7 +34,7 @@ def generate(
     ] = None,
     seed: Annotated[int, typer.Option(help="Episode i uses seed S+i.")] = 0,
     only_success: Annotated[
-        bool, typer.Option(help="Keep only episodes the probe scores successful.")
+        bool, typer.Option(help="Keep only episodes the model scores successful.")
     ] = False,
     append: Annotated[
         bool, typer.Option(help="Add to an existing store, skip done seeds.")
@@ -43,16 +43,15 @@ def generate(
     time_warp: Annotated[float, typer.Option(help="replay: speed in U(1-w, 1+w).")] = 0.0,
     context: Annotated[int, typer.Option(help="replay: real context frames.")] = 1,
     device: Annotated[str, typer.Option(help="auto | cpu | cuda.")] = "auto",
+    fsync: Annotated[
+        bool, typer.Option("--fsync", help="Durable store: fsync every commit (slower).")
+    ] = False,
     json_out: Annotated[bool, typer.Option("--json", help="Print a JSON summary.")] = False,
 ) -> None:
     """Generate episodes inside the world model on Ray workers, into one store."""
-    from pipelines.generate import (
-        GenerateConfig,
-        GenProgress,
-        execute_generate,
-        prepare_generate,
-        summary_line,
-    )
+    from factory.gen.plan import GenerateConfig
+    from factory.gen.writer import GenProgress
+    from pipelines.generate import execute_generate, prepare_generate, summary_line
 
     cfg = GenerateConfig(
         out=out,
@@ -68,6 +67,7 @@ def generate(
         seed=seed,
         only_success=only_success,
         append=append,
+        fsync=fsync,
         replay_noise=noise,
         replay_time_warp=time_warp,
         context=context,

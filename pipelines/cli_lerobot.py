@@ -47,7 +47,8 @@ def export_lerobot_cmd(
     ] = "all",
     json_out: Annotated[bool, typer.Option("--json", help="Print a JSON summary.")] = False,
 ) -> None:
-    """Write a store's episodes as a LeRobotDataset v3.0 (lerobot's own writer)."""
+    """Write a store's episodes as a LeRobotDataset v3.0 (lerobot's own writer); a PushT
+    store's also get next.reward, next.success and next.done, scored from gt_state."""
     from pipelines.export import ExportConfig, export_lerobot
 
     cfg = ExportConfig(

@@ -18,6 +18,7 @@ from typing import Annotated
 
 import typer
 
+from factory.train.recipe_table import recipe_help
 from pipelines.cli_app import app, bench_app, eval_app, model_app
 from pipelines.console import LazyBar, err_console, print_json, user_errors
 
@@ -44,7 +45,7 @@ def train(
     resume: Annotated[bool, typer.Option(help="Continue from the directory's state.")] = False,
     recipe: Annotated[
         str | None,
-        typer.Option(help="dynamics: a named recipe (baseline, iws, unroll, motion, chunk)."),
+        typer.Option(help=recipe_help()),
     ] = None,
     set_: Annotated[
         list[str] | None,

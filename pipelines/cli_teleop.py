@@ -117,16 +117,20 @@ def teleop(
         raise typer.Exit(code=130)
 
 
-def web_warnings(host: str, port: int, no_token: bool) -> list[str]:
-    """What the operator of the web page should know: no token, or not on loopback."""
+DRIVE = (
+    "open the page and drive the robot (other web sites still cannot: the websocket "
+    "checks its Origin)"
+)
+
+
+def web_warnings(host: str, port: int, no_token: bool, exposed: str = DRIVE) -> list[str]:
+    """What the user of a served page should know: no token (``exposed``: what anyone on
+    this machine can then do), or not on loopback. ``factory view`` warns the same way."""
     from teleop.viewers.access import is_loopback
 
     lines = []
     if no_token:
-        lines.append(
-            "--no-token: any program or user on this machine can open the page and drive "
-            "the robot (other web sites still cannot: the websocket checks its Origin)"
-        )
+        lines.append(f"--no-token: any program or user on this machine can {exposed}")
     if not is_loopback(host):
         lines.append(
             f"serving on {host}, not loopback: the traffic (the token too) is not encrypted; "

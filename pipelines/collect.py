@@ -43,6 +43,7 @@ class CollectConfig:
     source: Path | None = None
     stop_on_success: bool | None = None
     generator_params: dict[str, Any] = field(default_factory=dict)
+    fsync: bool = False  # a durable output store: every commit fsynced
 
 
 @dataclass(frozen=True)
@@ -146,7 +147,7 @@ def prepare_collect(cfg: CollectConfig) -> CollectPlan:
     spec = _worker_world(cfg.env, cfg.resolution).spec
     check_output(cfg.out, spec, cfg.resolution, cfg.append)
     jobs = plan_jobs(cfg, done_episodes(cfg.out))
-    store = open_output(cfg.out, spec, cfg.resolution, cfg.append)  # nothing failed: create
+    store = open_output(cfg.out, spec, cfg.resolution, cfg.append, cfg.fsync)  # create now
     return CollectPlan(cfg=cfg, store=store, jobs=jobs)
 
 

@@ -55,8 +55,10 @@ def demo_dir(cfg: DemoConfig) -> Path:
 
 def run_demo(cfg: DemoConfig, on_stage: Stage | None = None) -> dict[str, Any]:
     """Generate -> store -> LeRobot export -> preview; returns the summary (paths, counts)."""
+    from factory.gen.plan import GenerateConfig
+    from factory.gen.writer import GenProgress
     from pipelines.export import ExportConfig, export_lerobot
-    from pipelines.generate import GenerateConfig, GenProgress, execute_generate, prepare_generate
+    from pipelines.generate import execute_generate, prepare_generate
     from pipelines.preview import write_preview
 
     def report(stage: str, done: int, total: int, info: str = "") -> None:
@@ -101,7 +103,7 @@ def run_demo(cfg: DemoConfig, on_stage: Stage | None = None) -> dict[str, Any]:
         "model_id": generated["model_id"],
         "episodes": generated["episodes"],
         "frames": generated["frames"],
-        "probe_successes": generated["successes"],
+        "model_successes": generated["successes"],
         "preview_shows": preview_note(cfg, generated["episodes"], generated["successes"], store),
         "generate_frames_per_s": round(generated["frames_per_s"], 1),
         "export_frames_per_s": exported["frames_per_s"],

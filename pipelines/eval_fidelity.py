@@ -6,9 +6,10 @@
 It reports the model's own re-rendering of real frames (``recon_*``: the latent kind's
 autoencoder, the object-state kind's renderer at the true state); replayed real actions
 from real initial frames at horizons 1, 10, 50 and 100 beside the copy-last-frame
-baseline; the reader's errors on real frames (``probe_real``); the permanence check (a
-block at rest with the agent held still, :mod:`factory.eval.permanence`); and a long
-closed-loop stability rollout under ``play`` actions.
+baseline; the frame reader's errors on real frames (``reader``; its quotable summary,
+naming the reader, ``reader_real``); the permanence check (a block at rest with the agent
+held still, :mod:`factory.eval.permanence`); and a long closed-loop stability rollout
+under ``play`` actions.
 """
 
 from __future__ import annotations
@@ -25,14 +26,14 @@ from factory.device import resolve_device
 from factory.eval.fidelity import (
     HORIZONS,
     horizon_metrics,
-    probe_metrics,
+    reader_metrics,
     reconstruction_metrics,
     replay_set,
     rollout_replay,
 )
 from factory.eval.permanence import PermanenceConfig, permanence_metrics
 from factory.eval.stability import stability_run
-from factory.eval.task_state import probe_real_summary
+from factory.eval.task_state import reader_real_summary
 from factory.model.files import load_model
 from factory.store import EpisodeStore
 
@@ -77,7 +78,7 @@ def run_fidelity(req: FidelityRequest, on_progress: Progress | None = None) -> d
         rs = replay_set(store, req.episodes, context, max(HORIZONS))
         reference = _reference_frames(store)
         has_state = "state" in store.schema.keys
-        probe = probe_metrics(model, store) if has_state else None
+        reader = reader_metrics(model, store) if has_state else None
         permanence = None
         if has_state and req.permanence_starts > 0:
             pcfg = PermanenceConfig(starts=req.permanence_starts, seed=req.seed)
@@ -98,9 +99,9 @@ def run_fidelity(req: FidelityRequest, on_progress: Progress | None = None) -> d
         # the same replay started from the reader's reading of the context frames
         read = rollout_replay(model, rs, seed=req.seed, from_frames=True)
         result["horizons_read_start"] = horizon_metrics(rs, read)
-    if probe is not None:
-        result["probe"] = probe
-        result["probe_real"] = probe_real_summary(probe, model.frame_reader)
+    if reader is not None:
+        result["reader"] = reader
+        result["reader_real"] = reader_real_summary(reader, model.frame_reader)
     if permanence is not None:
         result["permanence"] = permanence
     if req.video is not None:

@@ -30,8 +30,8 @@ def render_fidelity(result: dict[str, Any], console: Console | None = None) -> N
         for h, row in result[key].items():
             table.add_row(h, *(f"{row[c]:.3f}" for c in COLUMNS))
         console.print(table)
-    if "probe_real" in result:
-        p = result["probe_real"]
+    if "reader_real" in result:
+        p = result["reader_real"]
         console.print(
             f"{p['reader']} on {p['frames']} real frames: block {p['block_px']:.1f} px "
             f"(p95 {p['block_px_p95']:.1f}), angle {p['angle_deg']:.1f} deg, "

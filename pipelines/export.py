@@ -197,7 +197,7 @@ def import_lerobot(cfg: ImportConfig, on_progress: Progress | None = None) -> di
     dataset = open_dataset(cfg.root)
     plan = plan_keys(dataset.meta, cfg.camera)
     main = next(c for c, k in plan.cameras.items() if k == "image")
-    described = store_attrs(dataset, cfg.root, main)
+    described = store_attrs(dataset, cfg.root, main, plan)
     store = EpisodeStore.create(
         cfg.store,
         store_schema(dataset.meta, plan),

@@ -8,8 +8,9 @@ replacement starts (up to ``max_restarts``); the jobs it had taken are found by 
 the queue runs dry (whatever never reached the writer) and queued again, so the store
 ends with exactly the planned episodes, none twice.
 
-The model (and a policy checkpoint) travel to the workers through Ray's object store, so
-only the driver needs the model directory, the output store and any ``--source`` store.
+The model (and a policy checkpoint) travel to the workers through Ray's object store (as
+bytes: :mod:`factory.model.shipping`), so only the driver needs the model directory, the
+output store and any ``--source`` store.
 """
 
 from __future__ import annotations
@@ -26,40 +27,14 @@ from typing import TYPE_CHECKING, Any
 
 from factory.errors import FactoryError
 from factory.gen import GeneratedEpisode, GenJob
+from factory.model.shipping import model_bytes, pack_dir, unpack_dir
 from pipelines.ray_auth import prepare_local_start
 
-if TYPE_CHECKING:
-    from pipelines.generate import GeneratePlan, Writer
+if TYPE_CHECKING:  # types only: a worker process need not import the planning modules
+    from factory.gen.plan import GeneratePlan
+    from factory.gen.writer import Writer
 
 log = logging.getLogger(__name__)
-
-SKIP_SUFFIXES = (".optim.safetensors", ".state.json", ".partial")
-
-
-def pack_dir(path: Path) -> dict[str, bytes]:
-    """The files of a (flat or nested) directory as {relative path: bytes}, minus
-    training state (optimiser tensors, resume state); used for policy checkpoints."""
-    return {
-        str(f.relative_to(path)): f.read_bytes()
-        for f in sorted(path.rglob("*"))
-        if f.is_file() and not f.name.endswith(SKIP_SUFFIXES)
-    }
-
-
-def pack_model(model_dir: Path) -> dict[str, bytes]:
-    """The model's own files (:func:`factory.model.files.model_files`) as {name: bytes}:
-    a training directory's optimiser state and latent caches stay behind."""
-    from factory.model.files import model_files
-
-    return {f.name: f.read_bytes() for f in model_files(model_dir)}
-
-
-def unpack_dir(files: dict[str, bytes], dest: Path) -> Path:
-    for rel, data in files.items():
-        target = dest / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(data)
-    return dest
 
 
 class GenWorker:
@@ -201,7 +176,7 @@ class Pool:
         cfg = plan.cfg
         self.plan, self.cfg = plan, cfg
         self.options = _worker_options(cfg)
-        self.model_ref = ray.put(pack_model(plan.model_dir))
+        self.model_ref = ray.put(model_bytes(plan.model_dir))
         self.policy_ref = ray.put(pack_dir(cfg.policy)) if cfg.policy is not None else None
         self.queue = Queue(actor_options={"num_cpus": 0})
         self.queue.size()  # wait until the queue actor runs (startup, not generation)

@@ -15,7 +15,6 @@ Budgets count over resumes: ``--resume`` continues a stage to its total budget.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,12 +23,13 @@ from typing import Any
 
 from factory.device import resolve_device
 from factory.errors import FactoryError, ModelError
-from factory.model import WorldModelConfig, read_config
+from factory.model import read_config
 from factory.model.registry import get_kind
 from factory.train import Budget, EpisodeData
 from factory.train.all_stages import stage_runner
 from factory.train.data import load_episode_data
 from factory.train.dynamics import DYNAMICS_TRAIN, DynamicsTrainOptions
+from factory.train.model_config import check_fits, default_config
 from factory.train.object_state import STAGES as OBJECT_STATE_STAGES
 from factory.train.recipes import DEFAULT_RECIPE, apply_recipe, check_recipe
 
@@ -63,43 +63,8 @@ class TrainRequest:
         return "object_state" if self.stage in ("renderer", "reader") else "latent_grid"
 
 
-def default_config(data: EpisodeData) -> WorldModelConfig:
-    """The default model config, sized to the data's frames, actions and robot state."""
-    h, w = data.image_shape[:2]
-    base = WorldModelConfig()
-    ae = dataclasses.replace(base.autoencoder, image_size=(h, w))
-    dyn = dataclasses.replace(
-        base.dynamics,
-        latent_size=ae.latent_size,
-        latent_channels=ae.latent_channels,
-        action_dim=int(data.actions.shape[1]),
-        state_dim=int(data.state.shape[1]),
-    )
-    probe = dataclasses.replace(base.probe, image_size=(h, w))
-    return dataclasses.replace(base, autoencoder=ae, dynamics=dyn, probe=probe, fps=base.fps)
-
-
 LATENT_GRID_STAGES = ("autoencoder", "dynamics", "heads", "decoder", "probe")
 """Dynamics and decoder need the autoencoder (and dynamics) first; heads the dynamics."""
-
-
-def check_fits(config: WorldModelConfig, data: EpisodeData) -> None:
-    """Refuse a model directory whose frame size or action/state dims differ from the data."""
-    if tuple(config.image_shape) != tuple(data.image_shape):
-        raise ModelError(
-            f"the model directory is for frames {tuple(config.image_shape)}, the data has "
-            f"{tuple(data.image_shape)}; use another --out"
-        )
-    dims = {
-        "action": (config.action_dim, data.actions.shape[1]),
-        "state": (config.dynamics.state_dim, data.state.shape[1]),
-    }
-    for name, (model_dim, data_dim) in dims.items():
-        if model_dim != data_dim:
-            raise ModelError(
-                f"the model directory has {name} dim {model_dim}, the data has {data_dim}; "
-                "use another --out"
-            )
 
 
 def budget_for(req: TrainRequest) -> Budget:

@@ -38,8 +38,8 @@ from factory.train.all_stages import (
 from factory.train.data import EpisodeData, load_episode_data
 from factory.train.dynamics import DYNAMICS_TRAIN, DynamicsTrainOptions
 from factory.train.loop import Budget
+from factory.train.model_config import check_fits, default_config
 from factory.train.recipes import DEFAULT_RECIPE, apply_recipe, check_recipe
-from pipelines.train import check_fits, default_config
 
 log = logging.getLogger(__name__)
 
@@ -244,7 +244,7 @@ def evaluate(req: TrainAllRequest, model_dir: Path, device: str) -> dict[str, An
 
 def headlines(fid: dict[str, Any]) -> dict[str, Any]:
     """The fidelity numbers worth a glance: the reconstruction's, PSNR/IoU per horizon,
-    the probe's errors and whether the long rollout stayed sane."""
+    and whether the long rollout stayed sane."""
     out: dict[str, Any] = {k: fid[k] for k in ("recon_psnr", "recon_iou") if k in fid}
     for h, row in fid.get("horizons", {}).items():
         for key in ("psnr", "iou", "copy_psnr", "copy_iou", "block_err_px"):

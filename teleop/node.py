@@ -18,6 +18,12 @@ shows in ``commit_ms_*`` and lowers ``achieved_fps`` (ticks per wall-clock secon
 Every finished episode is committed at once: a crash or Ctrl-C loses at most the episode
 in progress. A device that disconnects ends the episode in progress as discarded and the
 session with ``end_reason="device_disconnected"``.
+
+The node keeps its own loop rather than the episode runner
+(:class:`factory.record.EpisodeRunner`, which steps as fast as the world answers and ends
+an episode by its step budget or success): it runs at wall-clock rate with an operator in
+the loop, who starts, stops, saves and discards episodes. It records through the same
+:class:`~factory.record.recorder.EpisodeRecorder`.
 """
 
 from __future__ import annotations

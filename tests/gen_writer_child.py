@@ -16,9 +16,11 @@ from pathlib import Path
 import numpy as np
 
 from factory.gen import RolloutEngine
+from factory.gen.plan import GenerateConfig
+from factory.gen.writer import Writer
 from factory.generators import make_generator
 from factory.model import load_model_dir
-from pipelines.generate import GenerateConfig, Writer, prepare_generate
+from pipelines.generate import prepare_generate
 
 
 def digest(data: dict[str, np.ndarray]) -> str:

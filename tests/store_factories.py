@@ -1,7 +1,11 @@
-"""Episode-store test data: a small schema, deterministic episodes and metadata."""
+"""Episode-store test data: a small schema, deterministic episodes and metadata; a writer
+process (:func:`start_child`)."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +15,21 @@ import zarr
 from factory.store import EpisodeMeta, EpisodeStore, KeySpec, StoreSchema
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def start_child(
+    script: Path, *args: object, stderr: int | None = subprocess.PIPE
+) -> subprocess.Popen[str]:
+    """``python script args...`` from the repository root (on its PYTHONPATH), stdout (and by
+    default stderr) piped as text: a writer process for the crash and durability tests."""
+    return subprocess.Popen(
+        [sys.executable, str(script), *map(str, args)],
+        stdout=subprocess.PIPE,
+        stderr=stderr,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        cwd=REPO,
+    )
 
 
 def arr(group: zarr.Group, name: str) -> zarr.Array:

@@ -60,6 +60,12 @@ def make_meta(i: int, length: int) -> EpisodeMeta:
     )
 
 
+def append_and_report(store: EpisodeStore, i: int, length: int) -> None:
+    """Append episode ``i`` of ``length`` frames, then tell the parent: "committed <i>"."""
+    store.append_episode(make_episode(i, length), make_meta(i, length))
+    print(f"committed {i}", flush=True)
+
+
 def main() -> None:
     path = Path(sys.argv[1])
     seed = int(sys.argv[2])
@@ -71,9 +77,7 @@ def main() -> None:
     print(f"ready {store.n_episodes}", flush=True)
     while store.n_episodes < max_eps:
         i = store.n_episodes
-        length = episode_length(i, seed)
-        store.append_episode(make_episode(i, length), make_meta(i, length))
-        print(f"committed {i}", flush=True)
+        append_and_report(store, i, episode_length(i, seed))
     store.close()
 
 

@@ -1,8 +1,9 @@
 """A minimal Chrome DevTools Protocol client (over aiohttp) to drive headless Chromium.
 
-Only what the teleop page test needs: open a page, dispatch key events, evaluate an
-expression, take a screenshot, open (and close) a second tab. Chromium is Debian's
-(``apt-get install -y chromium``).
+Only what the page tests (the teleop page, the data view) need: open a page, dispatch key
+events, evaluate an expression, take a screenshot, open (and close) a second tab, and
+serve a page from another origin (:func:`foreign_site`). Chromium is Debian's
+(``apt-get install -y chromium``): :data:`NEEDS_CHROMIUM` skips a test without it.
 """
 
 from __future__ import annotations
@@ -15,7 +16,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 CHROMIUM = Path("/usr/bin/chromium")
+NEEDS_CHROMIUM = pytest.mark.skipif(
+    not CHROMIUM.exists(),
+    reason="needs Debian's headless Chromium at /usr/bin/chromium "
+    "(apt-get install -y chromium; .ci/run installs it)",
+)
 FLAGS = [
     "--headless",
     "--no-sandbox",
@@ -37,6 +45,29 @@ KEYS: dict[str, tuple[str, int, str]] = {  # key -> (code, Windows virtual key c
     "y": ("KeyY", 89, "y"),
     "n": ("KeyN", 78, "n"),
 }
+
+
+async def foreign_site(html: str, reports: asyncio.Queue[str]) -> tuple[Any, str]:
+    """Another origin: a server on another loopback port whose page ``/`` is ``html``; each
+    ``GET /report?result=WHAT`` it gets puts WHAT on ``reports``. Its aiohttp runner (to
+    ``cleanup()``) and its URL."""
+    from aiohttp import web
+
+    async def page(request: Any) -> Any:
+        return web.Response(text=html, content_type="text/html")
+
+    async def report(request: Any) -> Any:
+        await reports.put(request.query["result"])
+        return web.Response(text="ok")
+
+    app = web.Application()
+    app.router.add_get("/", page)
+    app.router.add_get("/report", report)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    return runner, f"http://127.0.0.1:{runner.addresses[0][1]}/"
 
 
 class Browser:

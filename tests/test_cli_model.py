@@ -93,8 +93,8 @@ def test_eval_fidelity_json(store: Path, tiny_dir: Path, tmp_path: Path) -> None
     assert {"psnr", "ssim", "iou", "agent_iou", "block_err_px", "angle_err_deg", "copy_iou"} <= set(
         row
     )
-    probe = result["probe"]
-    assert probe["frames"] > 0 and probe["block_err_px"] >= 0 and probe["angle_err_deg"] >= 0
+    reader = result["reader"]
+    assert reader["frames"] > 0 and reader["block_err_px"] >= 0 and reader["angle_err_deg"] >= 0
     stability = result["stability"]
     assert stability["frames"] == 40 and stability["nan"] is False
     assert {"t_fraction_ratio", "block_found_frac"} <= set(stability)

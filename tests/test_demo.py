@@ -47,7 +47,7 @@ def test_demo_writes_store_export_and_preview(
     saved = json.loads((tmp_path / "d" / "summary.json").read_text())
     assert saved == summary
     note = summary["preview_shows"]
-    assert "of 2 episodes" in note and f"{summary['probe_successes']} of 2" in note
+    assert "of 2 episodes" in note and f"{summary['model_successes']} of 2" in note
     assert f"factory eval transfer {summary['store']}" in note
 
 

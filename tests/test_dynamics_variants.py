@@ -129,7 +129,7 @@ def test_recipes_and_overrides_are_checked() -> None:
     with pytest.raises(ValueError, match="unknown dynamics"):
         apply_recipe(cfg, DynamicsTrainOptions(), DYNAMICS_TRAIN, None, ("dynamics.nope=1",))
     with pytest.raises(ValueError, match="need objective"):
-        apply_recipe(cfg, DynamicsTrainOptions(), DYNAMICS_TRAIN, None, ("dynamics.chunk=2",))
+        apply_recipe(cfg, DynamicsTrainOptions(), DYNAMICS_TRAIN, "baseline", ("dynamics.chunk=2",))
     with pytest.raises(ValueError, match=r"SECTION\.FIELD"):
         parse_override("chunk=2")
     assert parse_override("train.lr=0.002") == ("train", "lr", 0.002)

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from factories import assert_one_line_error, tiny_world_model, write_tiny_model_dir
+from gt_model import GroundTruthModel
 from store_factories import still_episode
 from typer.testing import CliRunner
 
@@ -81,22 +82,22 @@ def test_choose_starts_takes_qualifying_frames_only(still_store: Path) -> None:
     np.testing.assert_allclose(starts.agent[starts.where[:, 0] == 0], [[60.0, 60.0]] * 2)
 
 
-def test_permanence_keys_and_ranges(still_store: Path) -> None:
+def test_the_ground_truth_keeps_the_block_still_and_whole(still_store: Path) -> None:
+    """The ground truth as the model: the untouched block stays exactly where it is, so
+    every horizon's T mask is the start frame's and nothing drifts."""
     cfg = PermanenceConfig(starts=3, steps=12, horizons=(4, 12))
     with EpisodeStore.open(still_store) as store:
-        r = permanence_metrics(tiny_world_model(), store, context=3, cfg=cfg)
-    assert r["starts"] == 3 and r["steps"] == 12
-    for key in ("iou_4", "iou_12", "iou_12_min"):
-        assert 0.0 <= r[key] <= 1.0
-    assert r["iou_12_min"] <= r["iou_12"]
-    assert r["block_drift_px"] >= 0 and r["block_drift_px_max"] >= r["block_drift_px"]
-    assert 0.0 <= r["angle_drift_deg"] <= 180.0 and r["agent_drift_px"] >= 0
-    assert len(r["where"]) == 3
+        r = permanence_metrics(GroundTruthModel(RES), store, context=3, cfg=cfg)
+    assert r["starts"] == 3 and r["steps"] == 12 and len(r["where"]) == 3
+    assert r["iou_4"] == r["iou_12"] == r["iou_12_min"] == 1.0
+    assert r["block_drift_px"] == r["block_drift_px_max"] == r["angle_drift_deg"] == 0.0
+    assert r["agent_drift_px"] < 1e-3
 
 
 def test_a_model_that_keeps_the_start_frame_scores_perfectly(still_store: Path) -> None:
     """A stand-in model that shows the start frame forever: IoU 1, no drift. One that
-    shows another episode's frame instead: lower IoU and a drift."""
+    shows another episode's frame from step 3 on and moves its block reading 2 px a step:
+    IoU 1 up to step 2, then lower, and a drift of 2 px per step."""
     model = tiny_world_model()
     with EpisodeStore.open(still_store) as store:
         starts = choose_starts(store, context=3, cfg=PermanenceConfig(starts=2))
@@ -104,19 +105,27 @@ def test_a_model_that_keeps_the_start_frame_scores_perfectly(still_store: Path) 
     start = starts.frames[:, -1]
     _, pose = model.read_frames(start)
 
-    def show(frames: np.ndarray, poses: np.ndarray) -> None:
+    def show(frames: np.ndarray, poses: np.ndarray, *, swap_at: int = 0, px: float = 0.0) -> None:
+        calls = []
+
         def step(actions: np.ndarray) -> StepOutput:
-            return StepOutput(frames, actions.copy(), poses, latents=None)  # type: ignore[arg-type]
+            calls.append(1)
+            shown = frames[::-1].copy() if swap_at and len(calls) >= swap_at else frames
+            moved = poses + np.array([px * len(calls), 0.0, 0.0], np.float32)
+            return StepOutput(shown, actions.copy(), moved, latents=None)  # type: ignore[arg-type]
 
         model.step = step  # type: ignore[method-assign]
 
-    cfg = PermanenceConfig(steps=5, horizons=(5,))
+    cfg = PermanenceConfig(steps=5, horizons=(2, 3, 5))
     show(start, pose)
     r = run_permanence(model, starts, cfg)
-    assert r["iou_5"] == 1.0 and r["block_drift_px"] == 0.0 and r["agent_drift_px"] == 0.0
-    show(start[::-1].copy(), pose[::-1].copy())
+    assert r["iou_2"] == r["iou_5"] == 1.0
+    assert r["block_drift_px"] == 0.0 and r["agent_drift_px"] == 0.0
+    show(start, pose, swap_at=3, px=2.0)
     r = run_permanence(model, starts, cfg)
-    assert r["iou_5"] < 0.5 and r["block_drift_px"] > 0.0
+    assert r["iou_2"] == 1.0 and r["iou_3"] < 0.5 and r["iou_5"] < 0.5
+    assert r["block_drift_px"] == pytest.approx(10.0, abs=1e-4)  # 5 steps of 2 px
+    assert r["angle_drift_deg"] == 0.0
 
 
 def test_no_qualifying_start_reports_zero_starts(tmp_path: Path) -> None:
@@ -131,7 +140,7 @@ def test_no_qualifying_start_reports_zero_starts(tmp_path: Path) -> None:
     assert r == {"starts": 0, "steps": 100}
 
 
-def test_fidelity_cli_reports_permanence_and_probe_real(still_store: Path, tmp_path: Path) -> None:
+def test_fidelity_cli_reports_permanence_and_reader_real(still_store: Path, tmp_path: Path) -> None:
     model = write_tiny_model_dir(tmp_path / "model")
     base = ["eval", "fidelity", "--model", str(model), "--data", str(still_store)]
     base += ["--episodes", "1", "--stability-frames", "0", "--device", "cpu"]
@@ -142,8 +151,8 @@ def test_fidelity_cli_reports_permanence_and_probe_real(still_store: Path, tmp_p
     perm = r["permanence"]
     assert perm["starts"] == 3 and perm["steps"] == 100
     assert {"iou_10", "iou_40", "iou_100", "block_drift_px", "angle_drift_deg"} <= set(perm)
-    probe = r["probe_real"]
-    assert probe["block_px"] == r["probe"]["block_err_px"] and probe["reader"] == "probe"
+    probe = r["reader_real"]
+    assert probe["block_px"] == r["reader"]["block_err_px"] and probe["reader"] == "probe"
     assert {"angle_deg", "agent_px", "frames"} <= set(probe)
     text = runner.invoke(app, [*base, "--permanence-starts", "2"])
     assert text.exit_code == 0, text.output

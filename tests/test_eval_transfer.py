@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 from factories import assert_one_line_error, tiny_world_model
+from gt_model import GroundTruthModel
 from typer.testing import CliRunner
 
 from factory.envs import pusht_geometry as geo
@@ -46,14 +47,37 @@ def generated(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_generated_store_replays_from_the_same_seeded_state(generated: Path) -> None:
     r = run_transfer(generated)
     assert r["episodes"] == 3 and r["skipped"] == 0 and r["env"] == "pusht"
-    for key in ("model_success", "real_success", "agreement"):
-        assert 0.0 <= r[key] <= 1.0
-    assert r["block_err_px_median"] >= 0 and 0 <= r["angle_err_deg_median"] <= 180
     assert sorted(row["seed"] for row in r["per_episode"]) == [3, 4, 5]
     for row in r["per_episode"]:
         assert row["reset"] == "seed" and row["reset_err"] == 0.0 and row["steps"] == 6
     assert r["reset_by_config"] == 0
     json.dumps(r)  # JSON-able
+
+
+def test_episodes_generated_inside_the_ground_truth_transfer_exactly(tmp_path: Path) -> None:
+    """The ground truth as the model: the real replay ends where the model's episode did
+    (no block error) with the model's outcome, successes included (the expert succeeds
+    from seeds 100000 and 100001 within 120 steps at 32 px)."""
+    path = tmp_path / "gt.zarr"
+    eng = RolloutEngine(GroundTruthModel(RES), make_generator, batch_size=2, model_id="gt")
+    jobs = [
+        GenJob(seed=s, generator="expert", generator_params={}, steps=n, stop_on_success=True)
+        for s, n in ((3, 9), (100000, 120), (100001, 120))
+    ]
+    jobs.append(GenJob(seed=9, generator="play", generator_params={}, steps=7, config=AWAY))
+    with _store(path) as store:
+        for ep in eng.run(jobs):
+            store.append_episode(ep.data, ep.meta)
+    eng.close()
+    r = run_transfer(path)
+    rows = {row["seed"]: row for row in r["per_episode"]}
+    assert [rows[s]["model_success"] for s in (3, 100000, 100001, 9)] == [False, True, True, False]
+    assert r["agreement"] == 1.0 and r["real_success_given_model_success"] == 1.0
+    for row in rows.values():
+        assert row["real_success"] == row["model_success"]
+        assert row["block_err_px"] < 1e-2 and row["angle_err_deg"] < 1e-2
+    assert [rows[s]["reset"] for s in (3, 100000, 100001, 9)] == ["seed"] * 3 + ["config"]
+    assert rows[9]["reset_err"] < 1e-3 and rows[3]["reset_err"] == 0.0
 
 
 def _meta(i: int, config: np.ndarray, success: bool, initial: str = "config") -> EpisodeMeta:

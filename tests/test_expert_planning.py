@@ -1,19 +1,31 @@
-"""The expert's cheap planning: the fast stroke simulation, the pose cache, best-first
-routing, and the pose filter that keeps a noisy estimate from replanning every step."""
+"""The expert's cheap planning: the fast stroke simulation, strokes reused by rigid motion,
+the pose cache, best-first and batched routing, and the pose filter that keeps a noisy
+estimate from replanning every step."""
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 
 import numpy as np
 import pytest
 
+from factory.envs import pusht_geometry as geo
 from factory.envs.pusht import PushTWorld
 from factory.generators import make_generator
 from factory.generators.expert import ExpertGenerator
 from factory.generators.pose_filter import PoseFilter
-from factory.generators.push_planner import PushPlanner
-from factory.generators.pusht_sim import PushTSim, pd_steps_to_reach, pd_steps_to_reach_many
+from factory.generators.push_planner import DEPTHS, PushPlanner, R, wall_penalty
+from factory.generators.push_router import Router, make_contacts
+from factory.generators.pusht_sim import (
+    WALL_HI,
+    WALL_LO,
+    PushTSim,
+    pd_step,
+    pd_steps_to_reach,
+    pd_steps_to_reach_many,
+)
+from factory.generators.stroke_cache import WALL_MARGIN, StrokeCache
 from factory.world import Observation
 
 PLANNER = dict(spacing=8.0, standoff=8.0, clearance=6.0, max_depth=130.0)
@@ -115,3 +127,151 @@ def test_noisy_estimate_does_not_replan_every_step() -> None:
         out = world.step(gen.act(noisy(out.item(0)))[None])
     world.close()
     assert len(calls) < 20
+
+
+def _vertex_contacts(planner: PushPlanner) -> np.ndarray:
+    """(C,) bool: contacts on a corner of the T's outline (a push there balances on it)."""
+    at = np.isclose(planner._body_points[:, None], geo.T_OUTLINE[None]).all(axis=-1)
+    return np.asarray(at.any(axis=1))
+
+
+def test_cached_strokes_equal_simulating_at_the_pose() -> None:
+    """Away from the walls a stroke moved by rigid motion is the stroke simulated in place
+    (to rounding), except pushes balanced on a corner, which rounding can tip."""
+    planner = PushPlanner(**PLANNER)
+    off_corner = ~_vertex_contacts(planner)
+    depths = DEPTHS[:10]
+    for pose in (np.array([256.0, 250.0, 0.7]), np.array([230.0, 270.0, -2.0])):
+        strokes = StrokeCache().get(planner._body_points, planner._body_normals, 8.0, depths)
+        assert not strokes.near_walls(pose).any()
+        moved = strokes.poses(pose)
+        points = geo.to_world(planner._body_points, pose)
+        normals = planner._body_normals @ geo.rotation(pose[2]).T
+        starts = points + normals * (R + 8.0)
+        for i in np.flatnonzero(off_corner):
+            here = planner._trace(starts[i], normals[i], points[i], pose, depths)
+            np.testing.assert_allclose(moved[i], here, atol=1e-6)
+        assert np.ptp(moved[:, -1, :2], axis=0).max() > 10.0  # the strokes moved the block
+
+
+def test_near_walls_flags_every_stroke_that_nears_a_wall() -> None:
+    """The wall test never misses a stroke whose block comes within the margin of a wall."""
+    planner = PushPlanner(**PLANNER)
+    strokes = StrokeCache().get(planner._body_points, planner._body_normals, 8.0, DEPTHS)
+    sim = PushTSim(walls=False)
+    sweeps = []  # each stroke's outline corners over all its substeps, from the origin
+    for point, normal in zip(planner._body_points, planner._body_normals, strict=True):
+        start = point + normal * (R + 8.0)
+        sim.set_state(start, np.zeros(2), np.zeros(3))
+        traj = sim.push_trajectory(start, -normal, 8.0 + DEPTHS[-1], 8.0 + DEPTHS)[1]
+        sweeps.append(np.concatenate([geo.t_outline(p) for p in np.vstack([np.zeros(3), traj])]))
+    rng = np.random.default_rng(0)
+    flagged = 0
+    for _ in range(40):
+        pose = np.array([*rng.uniform(60.0, 450.0, 2), rng.uniform(-np.pi, np.pi)])
+        pts = geo.to_world(np.asarray(sweeps), pose)
+        gap = np.minimum(pts - WALL_LO, WALL_HI - pts).min(axis=(1, 2))
+        near = strokes.near_walls(pose)
+        assert np.all(near[gap < WALL_MARGIN])  # conservative
+        assert np.all(gap[near] < WALL_MARGIN + 1.0)  # and tight
+        flagged += int(near.sum())
+    assert 0 < flagged < 40 * len(sweeps)
+
+
+def test_push_trajectory_matches_push_poses() -> None:
+    pose = np.array([250.0, 240.0, 0.4])
+    start, direction, reach = np.array([250.0, 205.0]), np.array([0.0, 1.0]), np.array([5.0, 59.0])
+    sim = PushTSim()
+    sim.set_state(start, np.zeros(2), pose)
+    poses = sim.push_poses(start, direction, 60.0, reach)
+    sim.set_state(start, np.zeros(2), pose)
+    again, traj = sim.push_trajectory(start, direction, 60.0, reach)
+    np.testing.assert_array_equal(again, poses)
+    np.testing.assert_array_equal(traj[-1], poses[-1])
+    assert len(traj) > 20
+
+
+def test_value_is_log_keypoint_error_plus_walls() -> None:
+    planner = PushPlanner(**PLANNER)
+    rng = np.random.default_rng(2)
+    poses = np.c_[rng.uniform(0.0, 512.0, (500, 2)), rng.uniform(-7.0, 7.0, 500)]
+    want = np.log(geo.keypoint_errors(poses) + 0.05) + 0.5 * wall_penalty(poses, 40.0)
+    np.testing.assert_array_equal(planner.value(poses), want)  # bit for bit
+
+
+def test_pd_step_matches_array_reference() -> None:
+    rng = np.random.default_rng(3)
+    for _ in range(50):
+        pos, vel, target = rng.uniform(0, 512, 2), rng.normal(0, 300, 2), rng.uniform(0, 512, 2)
+        ref_pos, ref_vel = pos.copy(), vel.copy()
+        for _ in range(10):
+            ref_vel = ref_vel + (100.0 * (target - ref_pos) - 20.0 * ref_vel) * 0.01
+            ref_pos = ref_pos + ref_vel * 0.01
+        got_pos, got_vel = pd_step(pos, vel, target)
+        np.testing.assert_array_equal(got_pos, ref_pos)
+        np.testing.assert_array_equal(got_vel, ref_vel)
+
+
+def test_pose_filter_noise_is_numpys_median() -> None:
+    rng = np.random.default_rng(4)
+    f = PoseFilter(frames=8, sigmas=3.0, floor=2.0)
+    poses = [np.array([300.0, 200.0, 1.0]) + rng.normal(0, [5.0, 5.0, 0.05]) for _ in range(21)]
+    for p in poses:
+        f.update(p, still=True)
+    jumps = [
+        (np.linalg.norm(a[:2] - b[:2]), np.degrees(abs(geo.wrap_angle(a[2] - b[2]))))
+        for a, b in zip(poses[1:], poses[:-1], strict=True)
+    ]
+    med = np.median(np.asarray(jumps), axis=0)
+    assert f.noise() == (med[0] / (1.1774 * np.sqrt(2.0)), med[1] / (0.6745 * np.sqrt(2.0)))
+
+
+def _reference_around(router: Router, a: np.ndarray, b: np.ndarray) -> list[np.ndarray]:
+    """The router's way around, one segment test at a time (the unbatched algorithm)."""
+    ring, n = router.ring, len(router.ring)
+    ia = int(np.argmin(np.linalg.norm(ring - a, axis=1)))
+    ib = int(np.argmin(np.linalg.norm(ring - b, axis=1)))
+    options = []
+    for sign, count in ((1, (ib - ia) % n), (-1, (ia - ib) % n)):
+        seq = [ring[(ia + sign * k) % n] for k in range(count + 1)] + [b]
+        out: list[np.ndarray] = []
+        here, i = a, 0
+        while i < len(seq) - 1:
+            j = len(seq) - 1
+            while j > i and not router.clear(here, seq[j]):
+                j -= 1
+            if j == len(seq) - 1:
+                break
+            out.append(seq[j])
+            here, i = seq[j], (j if j > i else i + 1)
+        full = [a, *out, b]
+        hits = sum(not router.clear(p, q) for p, q in itertools.pairwise(full))
+        length = float(np.sum(np.linalg.norm(np.diff(np.vstack(full), axis=0), axis=1)))
+        options.append((hits, length, out))
+    return min(options, key=lambda o: (o[0], o[1]))[2]
+
+
+def test_router_batched_sight_matches_segment_by_segment() -> None:
+    rng = np.random.default_rng(5)
+    contacts = make_contacts(8.0)
+    compared = 0
+    for _ in range(25):
+        pose = np.array([*rng.uniform(80.0, 430.0, 2), rng.uniform(-np.pi, np.pi)])
+        router = Router(pose, R + 6.0)
+        for _ in range(6):
+            agent = rng.uniform(0.0, 512.0, 2)
+            c = contacts[int(rng.integers(len(contacts)))]
+            goal = geo.to_world(c.point, pose) + geo.rotation(pose[2]) @ c.normal * 23.0
+            if router.clear(agent, goal) or not router.clear(agent, agent):
+                continue
+            got, want = router._around(agent, goal), _reference_around(router, agent, goal)
+            assert len(got) == len(want) and all(map(np.array_equal, got, want))
+            compared += 1
+    assert compared > 30
+
+
+def test_contacts_built_once_and_read_only() -> None:
+    a, b = make_contacts(8.0), make_contacts(8.0)
+    assert a is not b and all(x is y for x, y in zip(a, b, strict=True))
+    with pytest.raises(ValueError):
+        a[0].point[0] = 1.0

@@ -18,6 +18,8 @@ import pytest
 from factories import assert_one_line_error
 from typer.testing import CliRunner
 
+from exporters.lerobot_export import meaning_names
+from factory.envs import pusht_geometry as geo
 from factory.store import EpisodeMeta, EpisodeStore, KeySpec, StoreSchema
 from pipelines.cli import app
 
@@ -211,6 +213,90 @@ def test_selection_only_success_and_task(tmp_path: Path) -> None:
     np.testing.assert_array_equal(_column(ds, "action"), want)
 
 
+FAR = np.array([60.0, 60.0, 0.0])  # nowhere near the goal: coverage 0
+HALF = geo.GOAL + np.array([15.0, 0.0, 0.0])  # partly on it
+
+
+def _posed(path: Path, scores: list[float | None], names: dict | None = None) -> Path:
+    """A 16 px store whose gt_state block poses walk FAR -> HALF -> GOAL -> GOAL, one
+    episode per entry of ``scores`` (its meta.score)."""
+    spec = {"image": (16, 16, 3), "action": (2,), "state": (2,), "gt_state": (3,)}
+    keys = {k: KeySpec(shape=v, dtype="uint8" if k == "image" else "float32")
+            for k, v in spec.items()}  # fmt: skip
+    attrs = {"task": "t", "env": "pusht", "gt_state_names": ["block_x", "block_y", "block_angle"]}
+    with EpisodeStore.create(
+        path, StoreSchema(keys=keys), fps=10, action_meaning="target (u, v) in pixels",
+        attrs={**attrs, **(names or {})},
+    ) as store:  # fmt: skip
+        for i, score in enumerate(scores):
+            data = {
+                "image": np.zeros((4, 16, 16, 3), np.uint8),
+                "action": np.full((4, 2), i, np.float32),
+                "state": np.zeros((4, 2), np.float32),
+                "gt_state": np.stack([FAR, HALF, geo.GOAL, geo.GOAL]).astype(np.float32),
+            }
+            meta = EpisodeMeta(source="real", generator="play", success=True, score=score)
+            store.append_episode(data, meta)
+    return path
+
+
+def test_next_columns_known_answers(tmp_path: Path) -> None:
+    """next.* of frame t score frame t + 1's block pose; the last frame takes meta.score
+    (episode 0: 0.5) or, without one, its own pose's (episode 1: the goal, 1.0)."""
+    src = _posed(tmp_path / "p.zarr", [0.5, None])
+    out = tmp_path / "ds"
+    summary = _ok(["export", "lerobot", str(src), str(out), "--repo-id", REPO, "--images"])
+    assert summary["features"][-4:] == ["next.reward", "next.success", "next.done", "provenance"]
+    ds = LeRobotDataset(REPO, root=out)
+    half = geo.coverage(HALF.astype(np.float32))
+    assert 0.2 < half < 0.9
+    want = np.array([[half / 0.95, 1.0, 1.0, 0.5 / 0.95], [half / 0.95, 1.0, 1.0, 1.0]])
+    np.testing.assert_allclose(_column(ds, "next.reward").reshape(2, 4), want, rtol=1e-6)
+    success = _column(ds, "next.success").reshape(2, 4)
+    assert success.tolist() == [[False, True, True, False], [False, True, True, True]]
+    done = _column(ds, "next.done").reshape(2, 4)
+    assert done.tolist() == [[False, False, False, True]] * 2
+    assert _column(ds, "next.reward").dtype == np.float32 and success.dtype == bool
+
+
+def test_dimension_names(tmp_path: Path) -> None:
+    """Action names come from the store's action_names, else the world spec's meaning;
+    robot_type is the world's, a world model's too."""
+    assert meaning_names("absolute agent target position (x, y) in board pixels", 2) == ["x", "y"]
+    assert meaning_names("xy in [0, 512]", 2) is None
+    assert meaning_names("(a, b) then (c, d, e)", 3) == ["c", "d", "e"]
+    out = tmp_path / "ds"
+    src = _posed(tmp_path / "p.zarr", [None])
+    _ok(["export", "lerobot", str(src), str(out), "--repo-id", REPO, "--images"])
+    features = LeRobotDataset(REPO, root=out).meta.features
+    assert features["action"]["names"] == ["u", "v"]
+    assert features["observation.state"]["names"] == ["state_0", "state_1"]
+    assert LeRobotDataset(REPO, root=out).meta.robot_type == "pusht"
+    attrs = {"action_names": ["ax", "ay"], "env": "pusht-model"}
+    named = _posed(tmp_path / "n.zarr", [None], attrs)
+    _ok(["export", "lerobot", str(named), str(out), "--repo-id", REPO, "--images", "--overwrite"])
+    meta = LeRobotDataset(REPO, root=out).meta
+    assert meta.features["action"]["names"] == ["ax", "ay"]
+    assert meta.robot_type == "pusht"  # a world model's episodes are of the same robot
+
+
+def test_pixels_export_round_trip_skips_next(tmp_path: Path) -> None:
+    """--obs pixels_agent_pos has next.* (scored from the unexported gt_state) and no
+    keypoints; importing it back skips next.* and gives the exported keys exactly."""
+    src = _posed(tmp_path / "p.zarr", [0.5, None])
+    out, back = tmp_path / "ds", tmp_path / "back.zarr"
+    args = ["export", "lerobot", str(src), str(out), "--repo-id", REPO, "--images"]
+    summary = _ok([*args, "--obs", "pixels_agent_pos"])
+    assert "next.reward" in summary["features"]
+    assert "observation.environment_state" not in summary["features"]
+    imported = _ok(["import", "lerobot", str(out), str(back)])
+    assert set(imported["skipped"]) == {"next.reward", "next.success", "next.done"}
+    with EpisodeStore.open(src) as a, EpisodeStore.open(back) as b:
+        assert set(b.schema.keys) == {"image", "action", "state"}
+        assert a.all_meta() == b.all_meta()
+        np.testing.assert_array_equal(b.load(["action"])["action"], a.load(["action"])["action"])
+
+
 def test_extra_camera_round_trip(tmp_path: Path) -> None:
     src = _synthetic(tmp_path / "s.zarr", [True, False], wrist=True)
     out, back = tmp_path / "ds", tmp_path / "back.zarr"
@@ -235,7 +321,7 @@ def test_foreign_dataset_imports_as_real(tmp_path: Path) -> None:
     features = {
         "observation.images.top": {"dtype": "image", "shape": (8, 8, 3), "names": None},
         "observation.state": {"dtype": "float32", "shape": (3,), "names": None},
-        "action": {"dtype": "float32", "shape": (3,), "names": None},
+        "action": {"dtype": "float32", "shape": (3,), "names": ["j0", "j1", "grip"]},
         "next.reward": {"dtype": "float32", "shape": (1,), "names": None},
     }
     ds = LeRobotDataset.create(REPO, 5, features, root=root, use_videos=False)
@@ -259,6 +345,7 @@ def test_foreign_dataset_imports_as_real(tmp_path: Path) -> None:
         meta = s.episode_meta(0)
         assert (meta.source, meta.generator, meta.task) == ("real", "lerobot", "wave")
         assert s.fps == 5 and s.n_frames == 3
+        assert s.attrs["action_names"] == ["j0", "j1", "grip"] and "state_names" not in s.attrs
 
 
 # ---------------------------------------------------------------- bad input (exit 2)

@@ -10,12 +10,15 @@ import numpy as np
 import pytest
 import torch
 from factories import tiny_world_model
+from gt_model import GroundTruthModel
 
 from factory.envs import pusht_geometry as geo
+from factory.envs.pusht import PushTWorld
 from factory.gen import GenJob, RolloutEngine, perturb_actions
 from factory.generators import make_generator
 from factory.generators.expert import ExpertGenerator
 from factory.generators.policy import LoadedPolicy, PolicyGenerator
+from factory.record import run_episode
 from factory.world import Observation
 
 
@@ -103,6 +106,7 @@ def test_probe_success_ends_an_expert_episode(monkeypatch: pytest.MonkeyPatch) -
     (ep,) = list(eng.run([job]))
     assert ep.meta.success is True and (ep.meta.score or 0.0) > 0.95
     assert len(ep.data["action"]) == 2  # the first step, then the success frame
+    np.testing.assert_array_equal(ep.data["action"][1], ep.data["action"][0])  # held
     eng.close()
 
 
@@ -243,4 +247,55 @@ def test_lerobot_policy_runs_closed_loop_in_the_model(tmp_path: Path) -> None:
         assert ep.meta.generator == "policy"
         assert ep.meta.generator_params["policy_type"] == "act"
         assert len(ep.meta.generator_params["weights_sha256"]) == 16
+    eng.close()
+
+
+def _gt_engine(batch_size: int) -> RolloutEngine:
+    return RolloutEngine(GroundTruthModel(32), make_generator, batch_size=batch_size)
+
+
+GT_JOBS = [  # seeds 100000 and 100001: the expert succeeds within 120 steps at 32 px
+    GenJob(seed=s, generator="expert", generator_params={}, steps=n, stop_on_success=stop)
+    for s, n, stop in ((3, 9, False), (100000, 120, True), (4, 5, False), (100001, 120, True))
+]
+
+
+def test_engine_inside_the_ground_truth_generates_ground_truth_episodes() -> None:
+    """With the ground truth as the model, every job's episode is the one the episode
+    runner records in the env itself (up to the float32 start state), whatever the batch
+    size and job order; the expert's successes stop with the hold frame."""
+    runs = []
+    for batch, jobs in ((2, GT_JOBS), (3, GT_JOBS[::-1])):
+        eng = _gt_engine(batch)
+        runs.append({ep.meta.seed: ep for ep in eng.run(jobs)})
+        eng.close()
+    env = PushTWorld(1, 32)
+    for job in GT_JOBS:
+        a, b = runs[0][job.seed], runs[1][job.seed]
+        for key in ("image", "action", "state", "gt_state"):
+            np.testing.assert_array_equal(a.data[key], b.data[key])  # order-independent
+        gen = make_generator("expert")
+        stop = job.stop_on_success
+        real = run_episode(env, gen, job.seed, job.steps, source="real", stop_on_success=stop)
+        assert a.frames == real.frames and a.meta.success == real.meta.success
+        assert a.meta.success == job.stop_on_success  # the expert's two successes
+        np.testing.assert_array_equal(a.data["image"], real.data["image"])
+        for key in ("action", "state", "gt_state"):
+            np.testing.assert_allclose(a.data[key], real.data[key], atol=1e-3)
+        if job.stop_on_success:
+            assert a.frames < job.steps
+            np.testing.assert_array_equal(a.data["action"][-1], a.data["action"][-2])
+    env.close()
+
+
+def test_engine_refills_rows_then_shrinks_the_tail() -> None:
+    """Batch 2, budgets 2, 6, 3: the third job takes the first row after step 2; after
+    step 5 one job is left and the model steps one row."""
+    model = GroundTruthModel(32)
+    eng = RolloutEngine(model, make_generator, batch_size=2)
+    budgets = ((0, 2), (1, 6), (2, 3))
+    jobs = [GenJob(seed=s, generator="play", generator_params={}, steps=n) for s, n in budgets]
+    episodes = list(eng.run(jobs))
+    assert sorted((ep.meta.seed, ep.frames) for ep in episodes) == [(0, 2), (1, 6), (2, 3)]
+    assert model.batches == [2, 2, 2, 2, 2, 1]
     eng.close()

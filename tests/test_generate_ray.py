@@ -17,17 +17,12 @@ from typer.testing import CliRunner
 
 from factory.envs.pusht import pusht_spec
 from factory.gen import GeneratedEpisode
+from factory.gen.plan import GenerateConfig
+from factory.gen.writer import GenProgress, Writer, summarise
 from factory.record import open_output
 from factory.store import EpisodeMeta, EpisodeStore
 from pipelines.cli import app
-from pipelines.generate import (
-    GenerateConfig,
-    GenProgress,
-    Writer,
-    prepare_generate,
-    run_generate,
-    summarise,
-)
+from pipelines.generate import prepare_generate, run_generate
 
 runner = CliRunner()
 ROOT = Path(__file__).resolve().parents[1]
@@ -212,20 +207,19 @@ CLUSTER_SCRIPT = textwrap.dedent(
     import json, os, sys
     os.environ["RAY_ENABLE_UV_RUN_RUNTIME_ENV"] = "0"
     os.environ["RAY_AUTH_MODE"] = "disabled"
-    sys.path.insert(0, "tests")
     from pathlib import Path
     from ray.cluster_utils import Cluster
     import ray
-    from factories import write_tiny_model_dir
-    from pipelines.generate import GenerateConfig, run_generate
+    from factory.gen.plan import GenerateConfig
+    from pipelines.generate import run_generate
 
-    tmp = Path(sys.argv[1])
+    tmp, model = Path(sys.argv[1]), Path(sys.argv[2])
     head = {"num_cpus": 1, "include_dashboard": False}
     cluster = Cluster(initialize_head=True, head_node_args=head)
     cluster.add_node(num_cpus=1)
     cluster.wait_for_nodes()
     cfg = GenerateConfig(out=tmp / "c.zarr", generator="play", episodes=6,
-                         model=write_tiny_model_dir(tmp / "m"), steps=4, batch_size=2, workers=2,
+                         model=model, steps=4, batch_size=2, workers=2,
                          ray_address=cluster.address)
     s = run_generate(cfg)
     s.pop("store")
@@ -237,9 +231,9 @@ CLUSTER_SCRIPT = textwrap.dedent(
 
 
 @pytest.mark.slow  # two simulated nodes: ~30-60 s on the shared 2-core CPU
-def test_two_node_cluster(tmp_path: Path) -> None:
+def test_two_node_cluster(model_dir: Path, tmp_path: Path) -> None:
     proc = subprocess.run(
-        [sys.executable, "-c", CLUSTER_SCRIPT, str(tmp_path)],
+        [sys.executable, "-c", CLUSTER_SCRIPT, str(tmp_path), str(model_dir)],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -90,7 +90,8 @@ def test_generate_on_ray_exactly_n_with_the_models_state(
 ) -> None:
     """Five episodes through two slots (each slot refilled): exactly N, each seed once,
     scored by the model's own state, and each starting from its seed's exact state."""
-    from pipelines.generate import GenerateConfig, run_generate
+    from factory.gen.plan import GenerateConfig
+    from pipelines.generate import run_generate
 
     out = tmp_path / "g.zarr"
     cfg = GenerateConfig(
@@ -304,7 +305,7 @@ def test_eval_fidelity_on_object_state(obj_dir: Path, held_out: Path) -> None:
     perm = r["permanence"]
     assert perm["starts"] == 2 and perm["steps"] == 100
     assert {"iou_10", "iou_40", "iou_100", "block_drift_px", "angle_drift_deg"} <= set(perm)
-    assert r["probe_real"]["reader"] == "reader" and r["probe"]["frames"] > 0
+    assert r["reader_real"]["reader"] == "reader" and r["reader"]["frames"] > 0
 
 
 def test_eval_fidelity_on_latent_grid_has_no_read_start(grid_dir: Path, held_out: Path) -> None:

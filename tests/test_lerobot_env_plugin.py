@@ -18,8 +18,8 @@ pytest.importorskip("lerobot.envs.configs")
 from lerobot.envs.configs import EnvConfig, PushtEnv
 from lerobot_env_demofactory import DemofactoryEnv
 
+from exporters.lerobot_plugin import PluginInputError
 from factory.envs.model_vector_env import ModelVectorEnv
-from pipelines.lerobot_plugin import PluginInputError
 
 SIZE = 32  # the tiny model's frames
 

@@ -20,7 +20,7 @@ from lerobot.utils.errors import DeviceNotConnectedError
 from lerobot_robot_demofactory import DemofactoryRobot, DemofactoryRobotConfig
 from lerobot_robot_demofactory.mapping import TargetMapper, TargetMapping
 
-from pipelines.lerobot_plugin import PluginInputError
+from exporters.lerobot_plugin import PluginInputError
 
 
 class Key(enum.Enum):

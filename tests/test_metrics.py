@@ -72,10 +72,10 @@ def test_rank_metrics() -> None:
     assert m.spearman(-real, real) == pytest.approx(-1.0)
 
 
-def test_probe_metrics_measures_against_the_store(tmp_path: Path) -> None:
-    """A probe that reads every frame as the board's origin errs by the true distances."""
+def test_reader_metrics_measures_against_the_store(tmp_path: Path) -> None:
+    """A reader that reads every frame as the board's origin errs by the true distances."""
     from factory.envs import make_world
-    from factory.eval.fidelity import probe_metrics
+    from factory.eval.fidelity import reader_metrics
     from factory.generators import make_generator
     from factory.record import open_output
     from factory.record.runner import run_episode
@@ -92,9 +92,28 @@ def test_probe_metrics_measures_against_the_store(tmp_path: Path) -> None:
             n = len(frames)
             return np.zeros((n, 2), np.float32), np.zeros((n, 3), np.float32)
 
-    out = probe_metrics(Origin(), store, stride=1)  # type: ignore[arg-type]
+    out = reader_metrics(Origin(), store, stride=1)  # type: ignore[arg-type]
     ep = store.episode(0)
     assert out["frames"] == 12
     assert out["agent_err_px"] == pytest.approx(np.linalg.norm(ep["state"][:, :2], axis=1).mean())
     block = np.linalg.norm(ep["gt_state"][:, :2], axis=1).mean()
     assert out["block_err_px"] == pytest.approx(block, rel=1e-5)
+
+
+def test_reader_errors_known_answers_numpy_and_torch_agree() -> None:
+    """A 3-4-5 offset is 5 px; 179 deg against -179 deg is 2 deg (wrapped), not 358."""
+    import torch
+
+    agent, true_agent = np.array([[3.0, 4.0], [0.0, 0.0]]), np.zeros((2, 2))
+    block = np.array([[10.0, 10.0, np.radians(179.0)], [0.0, 6.0, 0.5]])
+    truth = np.array([[10.0, 10.0, np.radians(-179.0)], [8.0, 0.0, 0.5 + np.pi]])
+    out = m.reader_errors(agent, true_agent, block, truth)
+    np.testing.assert_allclose(out["agent_err_px"], [5.0, 0.0])
+    np.testing.assert_allclose(out["block_err_px"], [0.0, 10.0])
+    np.testing.assert_allclose(out["angle_err_deg"], [2.0, 180.0], atol=1e-9)
+    tensors = [torch.from_numpy(x) for x in (agent, true_agent, block, truth)]
+    on_torch = m.reader_errors_torch(*tensors)
+    assert set(on_torch) == set(out)
+    for key, value in out.items():
+        np.testing.assert_allclose(on_torch[key].numpy(), value, atol=1e-9)
+    assert set(m.reader_errors(agent, true_agent)) == {"agent_err_px"}

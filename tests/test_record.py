@@ -1,31 +1,30 @@
-"""The one recorder and the batched runner; output checks that create nothing; the files
-of a model directory; and a SIGKILL during generation that loses nothing committed."""
+"""The one recorder and the episode runner (lockstep and refilling); output checks that
+create nothing; the files of a model directory; and a SIGKILL during generation that loses
+nothing committed."""
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 from factories import write_tiny_model_dir
+from store_factories import start_child
 
 from factory.envs.pusht import PushTWorld
 from factory.errors import FactoryError
 from factory.generators import make_generator
 from factory.model.files import model_files, model_identity
+from factory.model.shipping import model_bytes as pack_model
 from factory.record import EpisodeRecorder, check_output, open_output
-from factory.record.runner import EpisodeRunner, EpisodeSpec, run_episode
+from factory.record.runner import EpisodeRunner, EpisodeSpec, Start, run_episode
 from factory.store import EpisodeStore
-from factory.world import Observation
-from pipelines.generate_ray import pack_model
+from factory.world import Observation, WorldObs, WorldSpec
 
-REPO = Path(__file__).resolve().parents[1]
 CHILD = Path(__file__).with_name("gen_writer_child.py")
 
 
@@ -151,15 +150,7 @@ def test_sigkill_during_generation_loses_nothing_committed(tmp_path: Path) -> No
     store bit for bit, nothing else is, and an --append rerun can go on."""
     model = write_tiny_model_dir(tmp_path / "model")
     store = tmp_path / "gen.zarr"
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen(
-        [sys.executable, str(CHILD), str(store), str(model)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-        cwd=REPO,
-    )
+    proc = start_child(CHILD, store, model)
     assert proc.stdout is not None
     lines: list[str] = []
     deadline = time.monotonic() + 120
@@ -186,3 +177,176 @@ def test_sigkill_during_generation_loses_nothing_committed(tmp_path: Path) -> No
             if m.seed in reported:
                 assert digest(st.episode(i).to_dict()) == reported[m.seed], f"seed {m.seed}"
             assert m.source == "world_model" and st.episode(i).length == 4
+
+
+# -- the refilling runner (continuous batching) ------------------------------------------
+
+GOAL = 10.0
+COUNTER_SPEC = WorldSpec(
+    name="counter",
+    image_shape=(2, 2, 3),
+    action_dim=1,
+    state_dim=1,
+    fps=1.0,
+    action_meaning="increment",
+    action_low=(0.0,),
+    action_high=(9.0,),
+    task="count to 10",
+)
+
+
+@dataclass(frozen=True)
+class Job:
+    seed: int
+    steps: int
+    stop: bool = False
+
+
+class Counting:
+    """Adds ``1 + seed % 3`` every step."""
+
+    name = "counting"
+
+    def params(self) -> dict[str, Any]:
+        return {"inc": self.inc}
+
+    def reset(self, seed: int, obs: Observation) -> None:
+        self.inc = 1.0 + seed % 3
+
+    def act(self, obs: Observation) -> np.ndarray:
+        return np.array([self.inc], np.float32)
+
+
+class Counters:
+    """A world whose rows count (each is its start, ``seed % 5``, plus its actions; success
+    from 10 on) and its slots: rows restart alone and, if ``drops``, can be dropped. It
+    logs the actions of every step."""
+
+    spec = COUNTER_SPEC
+
+    def __init__(self, size: int, drops: bool = True) -> None:
+        self.size, self.drops = size, drops
+        self.value = np.zeros(0)
+        self.steps: list[np.ndarray] = []
+
+    @property
+    def batch_size(self) -> int:
+        return len(self.value)
+
+    def _obs(self) -> WorldObs:
+        v = self.value.astype(np.float32)
+        return WorldObs(
+            frames=np.broadcast_to(v.astype(np.uint8)[:, None, None, None], (len(v), 2, 2, 3)),
+            state=v[:, None],
+            task_state=v[:, None],
+            score=np.minimum(v / GOAL, 1.0),
+            success=v >= GOAL,
+        )
+
+    def _starts(self, rows: list[int], jobs: list[Job]) -> list[Start]:
+        obs = self._obs()
+        specs = [EpisodeSpec(j.seed, j.steps, j.stop, extra={"steps": j.steps}) for j in jobs]
+        return [Start(Counting(), spec, obs.item(r)) for r, spec in zip(rows, specs, strict=True)]
+
+    def open(self, jobs: list[Job]) -> list[Start]:
+        self.value = np.array([float(j.seed % 5) for j in jobs])
+        return self._starts(list(range(len(jobs))), jobs)
+
+    def start(self, rows: list[int], jobs: list[Job]) -> list[Start]:
+        for r, j in zip(rows, jobs, strict=True):
+            self.value[r] = j.seed % 5
+        return self._starts(rows, jobs)
+
+    def keep(self, rows: list[int]) -> bool:
+        if self.drops:
+            self.value = self.value[rows]
+        return self.drops
+
+    def step(self, actions: np.ndarray) -> WorldObs:
+        self.steps.append(actions.copy())
+        self.value = self.value + actions[:, 0]
+        return self._obs()
+
+    def reset(self, seeds: Any = None, configs: Any = None) -> WorldObs:
+        raise AssertionError("the slots start the rows")
+
+    def close(self) -> None:
+        pass
+
+
+def _stream(jobs: list[Job], size: int, drops: bool = True) -> tuple[dict[int, Any], Counters]:
+    world = Counters(size, drops)
+    out = list(EpisodeRunner(world, source="real").stream(jobs, world))  # type: ignore[arg-type]
+    by_seed = {ep.meta.seed: ep for ep in out}
+    assert len(out) == len(jobs) == len(by_seed)  # exactly one episode per job
+    return by_seed, world
+
+
+def _expected(job: Job) -> tuple[np.ndarray, bool]:
+    """The known answer: a row counts from seed % 5 by 1 + seed % 3 until its budget, or
+    (stopping on success) until it reaches 10, which is recorded once more (the hold
+    frame); its states and whether it succeeded."""
+    start, inc = job.seed % 5, 1 + job.seed % 3
+    first = int(np.ceil((GOAL - start) / inc))  # the first step that reaches the goal
+    n = first + 1 if job.stop and first <= job.steps else job.steps
+    return (start + inc * np.arange(n)).astype(np.float32), first <= job.steps
+
+
+JOBS = [Job(s, steps, stop) for s, steps, stop in [
+    (0, 3, False), (1, 8, True), (2, 4, True), (3, 12, True), (4, 2, False),
+    (5, 6, False), (6, 9, True), (7, 1, True), (8, 5, False),
+]]  # fmt: skip
+
+
+def test_stream_gives_each_job_its_own_episode_whatever_the_batch_or_order() -> None:
+    results = [_stream(JOBS, 3)[0], _stream(JOBS[::-1], 2)[0], _stream(JOBS, 1)[0]]
+    for job in JOBS:
+        want, success = _expected(job)
+        for by_seed in results:
+            ep = by_seed[job.seed]
+            np.testing.assert_array_equal(ep.data["state"][:, 0], want)
+            np.testing.assert_array_equal(ep.data["image"][:, 0, 0, 0], want.astype(np.uint8))
+            assert ep.meta.success == success
+            assert ep.meta.extra["steps"] == job.steps and ep.meta.generator_params["inc"] > 0
+            for key in ("image", "action", "state", "gt_state"):
+                np.testing.assert_array_equal(ep.data[key], results[0][job.seed].data[key])
+
+
+def test_stream_stop_on_success_records_the_hold_frame() -> None:
+    job = Job(seed=1, steps=20, stop=True)  # 1, 3, 5, 7, 9, 11: success at step 5
+    (ep,) = _stream([job], 2)[0].values()
+    np.testing.assert_array_equal(ep.data["state"][:, 0], [1, 3, 5, 7, 9, 11])
+    assert ep.frames == 6 and ep.meta.success and ep.meta.score == 1.0
+    np.testing.assert_array_equal(ep.data["action"][-1], ep.data["action"][-2])  # held
+    budget = Job(seed=1, steps=5, stop=True)  # the success comes on the budget's last step
+    (ep,) = _stream([budget], 2)[0].values()
+    assert ep.frames == 6 and ep.meta.success
+
+
+def test_stream_refills_then_shrinks_the_tail() -> None:
+    """Batch 2, budgets 2, 6, 3: job 2 takes row 0 after step 2; after step 5 only job 1 is
+    left, so the last step runs on one row. A world that cannot drop rows holds them."""
+    jobs = [Job(0, 2), Job(1, 6), Job(2, 3)]
+    dropped, world = _stream(jobs, 2)
+    assert [len(a) for a in world.steps] == [2, 2, 2, 2, 2, 1]
+    held, still = _stream(jobs, 2, drops=False)
+    assert [len(a) for a in still.steps] == [2] * 6
+    np.testing.assert_array_equal(still.steps[5][0], still.steps[4][0])  # row 0 holds job 2's
+    np.testing.assert_array_equal(still.steps[2][0], [1.0 + 2 % 3])  # job 2 from step 3 on
+    for seed, ep in dropped.items():
+        np.testing.assert_array_equal(ep.data["state"], held[seed].data["state"])
+
+
+def test_lockstep_run_returns_row_order() -> None:
+    class Lockstep(Counters):
+        def reset(self, seeds: Any = None, configs: Any = None) -> WorldObs:
+            self.value = np.asarray(seeds, np.float64) % 5
+            return self._obs()
+
+    world = Lockstep(3)
+    world.value = np.zeros(3)  # three rows before the reset
+    specs = [EpisodeSpec(s, n) for s, n in ((4, 5), (0, 1), (2, 3))]
+    runner = EpisodeRunner(world, source="real")  # type: ignore[arg-type]
+    out = runner.run([Counting() for _ in specs], specs)
+    assert [ep.meta.seed for ep in out] == [4, 0, 2] and [ep.frames for ep in out] == [5, 1, 3]
+    assert [len(a) for a in world.steps] == [3] * 5  # finished rows hold, the batch stays

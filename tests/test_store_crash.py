@@ -7,8 +7,6 @@ from __future__ import annotations
 import importlib.util
 import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 from types import ModuleType
@@ -16,20 +14,12 @@ from types import ModuleType
 import numpy as np
 import pytest
 import zarr
+from store_factories import arr, start_child
 
 from factory.errors import StoreError
 from factory.store import EpisodeStore
 from factory.store.chunkfile import DirectArray
 from factory.store.layout import PARTIAL_RE
-
-REPO = Path(__file__).resolve().parents[1]
-
-
-def arr(group: zarr.Group, name: str) -> zarr.Array:
-    node = group[name]
-    assert isinstance(node, zarr.Array)
-    return node
-
 
 CHILD = Path(__file__).with_name("store_writer_child.py")
 ROUNDS = 12
@@ -59,15 +49,7 @@ def _files(path: Path) -> dict[str, tuple[int, int]]:
 def _run_and_kill(store: Path, seed: int, delay: float) -> list[int]:
     """Start a writer, SIGKILL it ``delay`` s after it holds the lock; return the episode
     indices it reported committed."""
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen(
-        [sys.executable, str(CHILD), str(store), str(seed)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-        cwd=REPO,
-    )
+    proc = start_child(CHILD, store, seed)
     assert proc.stdout is not None
     ready = proc.stdout.readline()
     if not ready.startswith("ready"):
@@ -75,7 +57,8 @@ def _run_and_kill(store: Path, seed: int, delay: float) -> list[int]:
         raise AssertionError(f"writer failed to start: {ready!r} {proc.communicate()[1]}")
     time.sleep(delay)
     proc.send_signal(signal.SIGKILL)
-    out, _err = proc.communicate(timeout=60)
+    out = proc.stdout.read()  # not communicate(): it would skip what readline() buffered
+    proc.communicate(timeout=60)
     assert proc.returncode == -signal.SIGKILL, "writer exited before the kill; raise the load"
     return [int(line.split()[1]) for line in out.splitlines() if line.startswith("committed")]
 
@@ -155,14 +138,7 @@ def test_sigkill_recovery(tmp_path: Path) -> None:
 
 def test_readers_see_committed_snapshots_of_a_live_writer(tmp_path: Path) -> None:
     store = tmp_path / "store"
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen(
-        [sys.executable, str(CHILD), str(store), "99"],
-        stdout=subprocess.PIPE,
-        text=True,
-        env=env,
-        cwd=REPO,
-    )
+    proc = start_child(CHILD, store, 99, stderr=None)
     try:
         assert proc.stdout is not None and proc.stdout.readline().startswith("ready")
         seen = []

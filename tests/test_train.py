@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 
+from factory.eval.metrics import reader_errors
 from factory.model import (
     AutoencoderConfig,
     ConsistencyConfig,
@@ -206,18 +207,60 @@ def test_dynamics_and_decoder_train(ae_dir: Path, data: EpisodeData) -> None:
     assert step.frames.shape == (1, SIZE, SIZE, 3) and np.isfinite(step.state).all()
 
 
-def test_probe_trains(tmp_path: Path, data: EpisodeData) -> None:
+def scattered_data(n_eps: int = 20, length: int = 20, seed: int = 0) -> EpisodeData:
+    """Agent and block at fresh random places in every frame, the block always at angle 0
+    (the drawn square shows no angle): frames a reader can be checked on."""
+    rng = np.random.default_rng(seed)
+    n = n_eps * length
+    agent = rng.uniform(50, 462, (n, 2)).astype(np.float32)
+    block = np.concatenate([rng.uniform(80, 432, (n, 2)), np.zeros((n, 1))], 1)
+    return EpisodeData(
+        frames=np.stack([_draw(a, b) for a, b in zip(agent, block, strict=True)]),
+        actions=agent.copy(),
+        state=agent,
+        task_state=block.astype(np.float32),
+        episode_ends=np.arange(1, n_eps + 1, dtype=np.int64) * length,
+        source="scattered",
+    )
+
+
+def test_probe_trains(tmp_path: Path) -> None:
+    """The trained probe reads held-out frames better than the training-set mean pose does,
+    and the (constant) angle to within a few degrees."""
+    data = scattered_data()
     rec = Recorder()
+    cfg = tc(batch_size=32, lr=3e-2)
+    torch.manual_seed(0)  # the probe's initial weights
     metrics = train_probe(
-        data,
-        tmp_path,
-        tiny_config(),
-        Budget(steps=50),
-        on_progress=rec,
-        train_cfg=tc(batch_size=16),
+        data, tmp_path, tiny_config(), Budget(steps=200), on_progress=rec, train_cfg=cfg
     )
     assert rec.fell(), rec.losses
-    assert metrics["val_block_err_px"] >= 0
+    train_eps, val_eps = data.split(cfg.val_fraction, cfg.seed)
+    train_idx, val_idx = data.frame_indices(train_eps), data.frame_indices(val_eps)
+    assert data.task_state is not None
+    mean_pose = np.broadcast_to(data.task_state[train_idx].mean(0), (len(val_idx), 3))
+    mean_agent = np.broadcast_to(data.state[train_idx].mean(0), (len(val_idx), 2))
+    base = reader_errors(mean_agent, data.state[val_idx], mean_pose, data.task_state[val_idx])
+    assert metrics["val_block_err_px"] < 0.75 * base["block_err_px"].mean(), metrics
+    assert metrics["val_agent_err_px"] < base["agent_err_px"].mean(), metrics
+    assert metrics["val_angle_err_deg"] < 5.0, metrics
     wm = load_model_dir(tmp_path)
     agent, block = wm.read_frames(data.frames[:3])
     assert agent.shape == (3, 2) and block.shape == (3, 3)
+
+
+def test_scratch_copy_leaves_training_state_behind(tmp_path: Path) -> None:
+    """The batch search's scratch directory holds the model files and the latent cache,
+    not the optimiser, resume or plan state (:func:`factory.model.files.is_training_state`)."""
+    from factory.train.batch_search import SCRATCH, scratch_copy
+
+    kept = ["config.json", "dynamics.safetensors", "provenance.json", "latents.cache.safetensors"]
+    left = ["dynamics.optim.safetensors", "dynamics.state.json", "config.json.partial"]
+    for name in [*kept, *left, "train_all.json"]:
+        (tmp_path / name).write_text(name)
+    scratch = scratch_copy(tmp_path)
+    assert scratch == tmp_path / SCRATCH
+    assert sorted(f.name for f in scratch.iterdir()) == sorted(kept)
+    assert (scratch / "latents.cache.safetensors").stat().st_ino == (
+        tmp_path / "latents.cache.safetensors"
+    ).stat().st_ino  # hard-linked, not copied

@@ -15,7 +15,7 @@ from typing import Any
 import cv2
 import numpy as np
 import pytest
-from teleop_cdp import CHROMIUM, Browser
+from teleop_cdp import NEEDS_CHROMIUM, Browser, foreign_site
 
 from factory.store import EpisodeStore
 from teleop.sources.events import ConnectionEvent, EventBus, KeyEvent
@@ -84,34 +84,14 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+# Another site's page (teleop_cdp.foreign_site) that opens the teleop websocket, token and
+# all, and tries to discard the episode; it reports back what happened.
 FOREIGN_PAGE = """<!doctype html><script>
 const ws = new WebSocket("%s");
 ws.onopen = () => { ws.send(JSON.stringify({type: "key", key: "x", down: true}));
                     fetch("/report?result=open"); };
 ws.onclose = () => fetch("/report?result=closed");
 </script>"""
-
-
-async def _foreign_site(teleop_ws: str, reports: asyncio.Queue[str]) -> tuple[Any, str]:
-    """Another origin (a server on another port) whose page opens the teleop websocket,
-    token and all, and tries to discard the episode; it reports back what happened."""
-    from aiohttp import web
-
-    async def page(request: Any) -> Any:
-        return web.Response(text=FOREIGN_PAGE % teleop_ws, content_type="text/html")
-
-    async def report(request: Any) -> Any:
-        await reports.put(request.query["result"])
-        return web.Response(text="ok")
-
-    app = web.Application()
-    app.router.add_get("/", page)
-    app.router.add_get("/report", report)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    return runner, f"http://127.0.0.1:{runner.addresses[0][1]}/"
 
 
 async def _refused_status(url: str, origin: str) -> int:
@@ -125,11 +105,7 @@ async def _refused_status(url: str, origin: str) -> int:
             return err.status
 
 
-@pytest.mark.skipif(
-    not CHROMIUM.exists(),
-    reason="needs Debian's headless Chromium at /usr/bin/chromium "
-    "(apt-get install -y chromium; .ci/run installs it)",
-)
+@NEEDS_CHROMIUM
 def test_page_in_headless_chromium_drives_the_agent(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -175,7 +151,7 @@ def test_page_in_headless_chromium_drives_the_agent(
         token; none may get in, and the recording goes on."""
         socket_url = f"ws://127.0.0.1:{cfg.port}/ws"
         reports: asyncio.Queue[str] = asyncio.Queue()
-        runner, foreign = await _foreign_site(f"{socket_url}?token={token}", reports)
+        runner, foreign = await foreign_site(FOREIGN_PAGE % f"{socket_url}?token={token}", reports)
         try:
             tab = await browser.open_tab(foreign)
             outcomes["foreign"] = await asyncio.wait_for(reports.get(), 60)

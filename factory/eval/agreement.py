@@ -105,22 +105,74 @@ def agreement(
     sim: Sequence[float] | np.ndarray,
     real: Sequence[float] | np.ndarray,
     *,
+    level: float = 0.9,
     n_boot: int = 2000,
     seed: int = 0,
 ) -> dict[str, Any]:
-    """Pearson, Spearman, MMRV, N and Pearson's bootstrap 90% interval, JSON-ready.
-
-    Undefined values are ``None`` (JSON null) rather than nan.
-    """
+    """N, Pearson with its bootstrap interval at ``level``, Spearman, MMRV and the mean
+    bias (sim minus real), JSON-ready: undefined values are ``None`` rather than nan."""
     s, r = _pair(sim, real)
-    lo, hi = bootstrap_ci(s, r, pearson, level=0.9, n_boot=n_boot, seed=seed)
+    lo, hi = bootstrap_ci(s, r, pearson, level=level, n_boot=n_boot, seed=seed)
     return {
+        "n_checkpoints": int(s.size),
         "pearson": _finite(pearson(s, r)),
+        "pearson_ci": [_finite(lo), _finite(hi)],
+        "ci_level": level,
         "spearman": _finite(spearman(s, r)),
         "mmrv": _finite(mmrv(s, r)),
-        "n_checkpoints": int(s.size),
-        "pearson_ci90": [_finite(lo), _finite(hi)],
+        "bias": _finite(float(np.mean(s - r))),
     }
+
+
+def paired(rows: list[dict[str, Any]], key: str) -> list[dict[str, Any]]:
+    """Score rows of checkpoints to one pair per checkpoint scored in both worlds.
+
+    Each row has ``dataset`` and ``step`` (the checkpoint), ``world`` (``real`` or
+    ``model``) and the score ``key``; the pairs are ``{dataset, step, real, model}``,
+    sorted by checkpoint. A checkpoint scored in one world only is left out.
+    """
+    got: dict[tuple[str, int], dict[str, Any]] = {}
+    for row in rows:
+        cell = got.setdefault((row["dataset"], row["step"]), {})
+        cell[row["world"]] = row[key]
+    return [
+        {"dataset": d, "step": s, "real": c["real"], "model": c["model"]}
+        for (d, s), c in sorted(got.items())
+        if "real" in c and "model" in c
+    ]
+
+
+def checkpoint_agreement(
+    pairs: list[dict[str, Any]], *, level: float = 0.95, n_boot: int = 2000, seed: int = 0
+) -> dict[str, Any]:
+    """:func:`agreement` over :func:`paired` checkpoints (``model`` is the simulated score),
+    with ``real_success_range``, the real scores' [min, max]. Under two checkpoints every
+    statistic is ``None`` (no ranking to agree on), as is the range of none."""
+    real = [p["real"] for p in pairs]
+    out: dict[str, Any] = {
+        "n_checkpoints": len(pairs),
+        "pearson": None,
+        "pearson_ci": [None, None],
+        "ci_level": level,
+        "spearman": None,
+        "mmrv": None,
+        "bias": None,
+        "real_success_range": [min(real), max(real)] if real else [None, None],
+    }
+    if len(pairs) >= 2:
+        sim = [p["model"] for p in pairs]
+        out.update(agreement(sim, real, level=level, n_boot=n_boot, seed=seed))
+    return out
+
+
+def at_least(x: float | None, bound: float) -> bool:
+    """A target met only when computed: ``x`` None (undefined) never meets it."""
+    return x is not None and x >= bound
+
+
+def at_most(x: float | None, bound: float) -> bool:
+    """A target met only when computed: ``x`` None (undefined) never meets it."""
+    return x is not None and x <= bound
 
 
 def _finite(x: float) -> float | None:

@@ -7,8 +7,10 @@ after the last context frame, beside the copy-last-frame baseline. The block err
 each horizon is the model's own task state at that step (a state kind's state, the latent
 kind's task head or probe) against the real block.
 
-This replay calls the rollout directly rather than through the episode runner: it feeds
-known actions open loop (``step_many``) and needs no policy, reset or scoring.
+This replay calls the rollout directly rather than through the episode runner
+(:class:`factory.record.EpisodeRunner`): it feeds recorded actions open loop
+(``step_many``), so it needs no policy, reset, scoring or stop rule, and it batches
+fixed-length windows of real episodes, not closed-loop episodes.
 
 Shapes: ``E`` episodes, ``K`` context frames, ``T`` horizon, ``H, W`` image size.
 """
@@ -113,8 +115,7 @@ def horizon_metrics(
         gen, real = generated[:, h - 1], rs.frames[:, k - 1 + h]
         block = replayed.task_state[:, h - 1]
         truth = rs.gt_state[:, k - 1 + h]
-        pos = m.position_error(block[:, :2], truth[:, :2])
-        ang = m.angle_error_deg(block[:, 2], truth[:, 2])
+        pos, ang = m.block_pose_errors(block, truth)
         result[str(h)] = {
             "psnr": m.psnr(gen, real),
             "ssim": m.ssim(gen, real),
@@ -174,7 +175,7 @@ class StabilityStats:
     worst_mean_drift: float = 0.0
 
     def add(self, frame: np.ndarray, block_pose: np.ndarray, finite: bool) -> None:
-        """frame: (H, W, 3) uint8; block_pose: (3,) the probe's estimate."""
+        """frame: (H, W, 3) uint8; block_pose: (3,) the model's reading of the block."""
         self.frames += 1
         self.nan = self.nan or not finite
         mask = m.t_mask(frame)
@@ -213,10 +214,10 @@ class StabilityStats:
 
 
 def block_found(t_mask: np.ndarray, block_pose: np.ndarray, tol_px: float = 40.0) -> bool:
-    """Whether the probe's block estimate agrees with a visible T in the frame.
+    """Whether the model's reading of the block agrees with a visible T in the frame.
 
     True when the frame shows at least a quarter of a T's pixels and their centroid lies
-    within ``tol_px`` board pixels of the centroid of the T at the probe's pose.
+    within ``tol_px`` board pixels of the centroid of the T at the read pose.
     """
     from factory.envs.pusht_geometry import BOARD_SIZE, t_polygon
 
@@ -233,11 +234,13 @@ def block_found(t_mask: np.ndarray, block_pose: np.ndarray, tol_px: float = 40.0
 ProgressFn = Callable[[int, int], None]
 
 
-def probe_metrics(model: RolloutModel, store: EpisodeStore, stride: int = 5) -> dict[str, float]:
-    """The reader's errors on real frames: every ``stride``-th frame of every episode.
+def reader_metrics(model: RolloutModel, store: EpisodeStore, stride: int = 5) -> dict[str, float]:
+    """The errors of the model's frame reader (``model.frame_reader``: a task head, the
+    probe or the object-state reader) on real frames: every ``stride``-th frame of every
+    episode, by :func:`factory.eval.metrics.reader_errors`.
 
-    Returns mean/p95 agent and block position error (board px), mean angle error (deg)
-    and the number of frames.
+    Returns mean/median/p95 agent and block position error (board px), mean/median angle
+    error (deg) and the number of frames.
     """
     frames, state, gt = [], [], []
     for i in range(store.n_episodes):
@@ -250,9 +253,8 @@ def probe_metrics(model: RolloutModel, store: EpisodeStore, stride: int = 5) -> 
     agent_all = np.concatenate([a for a, _ in reads])
     block_all = np.concatenate([b for _, b in reads])
     true_agent, true_block = np.concatenate(state)[:, :2], np.concatenate(gt)
-    agent_err = m.position_error(agent_all, true_agent)
-    block_err = m.position_error(block_all[:, :2], true_block[:, :2])
-    angle_err = m.angle_error_deg(block_all[:, 2], true_block[:, 2])
+    err = m.reader_errors(agent_all, true_agent, block_all, true_block)
+    agent_err, block_err, angle_err = err["agent_err_px"], err["block_err_px"], err["angle_err_deg"]
     return {
         "frames": len(real),
         "agent_err_px": float(agent_err.mean()),

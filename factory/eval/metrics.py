@@ -94,6 +94,53 @@ def position_error(pred: np.ndarray, target: np.ndarray) -> np.ndarray:
     return np.linalg.norm(np.asarray(pred) - np.asarray(target), axis=-1)
 
 
+def block_pose_errors(block: np.ndarray, true_block: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Position error (board px) and wrapped angle error (deg, in [0, 180]) of block poses
+    ``(..., 3)`` (x, y board px, angle rad) against the truth: two ``(...)`` arrays."""
+    block, true_block = np.asarray(block), np.asarray(true_block)
+    return (
+        position_error(block[..., :2], true_block[..., :2]),
+        angle_error_deg(block[..., 2], true_block[..., 2]),
+    )
+
+
+def reader_errors(
+    agent: np.ndarray,
+    true_agent: np.ndarray,
+    block: np.ndarray | None = None,
+    true_block: np.ndarray | None = None,
+) -> dict[str, np.ndarray]:
+    """Per-frame errors of a read state against the truth: the one definition every
+    reader (probe, task head, object-state reader) is measured by.
+
+    agent, true_agent: (N, D) robot positions (board px); block, true_block: (N, 3) block
+    poses (x, y board px, angle rad). Returns ``agent_err_px`` (N,) Euclidean distance and,
+    with the block, ``block_err_px`` (N,) its position's distance and ``angle_err_deg``
+    (N,) the wrapped angle difference in [0, 180]. :func:`reader_errors_torch` is the same
+    on tensors.
+    """
+    out = {"agent_err_px": position_error(agent, true_agent)}
+    if block is not None and true_block is not None:
+        out["block_err_px"], out["angle_err_deg"] = block_pose_errors(block, true_block)
+    return out
+
+
+def reader_errors_torch(
+    agent: torch.Tensor,
+    true_agent: torch.Tensor,
+    block: torch.Tensor | None = None,
+    true_block: torch.Tensor | None = None,
+) -> dict[str, torch.Tensor]:
+    """:func:`reader_errors` on tensors (same shapes, keys and units), on their device and
+    without a host copy (for per-step training logs)."""
+    out = {"agent_err_px": (agent - true_agent).norm(dim=-1)}
+    if block is not None and true_block is not None:
+        out["block_err_px"] = (block[:, :2] - true_block[:, :2]).norm(dim=-1)
+        diff = torch.remainder(block[:, 2] - true_block[:, 2] + torch.pi, 2 * torch.pi)
+        out["angle_err_deg"] = torch.rad2deg((diff - torch.pi).abs())
+    return out
+
+
 def pearson(x: np.ndarray, y: np.ndarray) -> float:
     """Pearson correlation of two 1-D arrays (nan when either is constant)."""
     x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)

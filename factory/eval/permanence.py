@@ -2,11 +2,13 @@
 
 From ``starts`` held-out real frames where the agent is clear of a block at rest, the
 model rolls ``steps`` steps with the agent commanded to stay where it is (action = its
-current position). The ground truth leaves the block exactly where it was: gym-pusht's
-space damping of 0 removes every body's velocity each physics step, so an untouched block
-is still. The report compares the generated frames with the start frame (T-mask IoU at a
-few horizons) and the model's own reading of the block pose (:mod:`factory.eval.task_state`)
-at the last step with its reading of the start frame.
+current position: the ``hold_still`` generator, run by the generation engine,
+:class:`factory.gen.RolloutEngine`). The ground truth leaves the block exactly where it
+was: gym-pusht's space damping of 0 removes every body's velocity each physics step, so
+an untouched block is still. The report compares the generated frames with the start
+frame (T-mask IoU at a few horizons) and the model's own reading of the block pose (the
+rollout's task state, :mod:`factory.eval.task_state`) at the last step with its reading
+of the start frame.
 
 Shapes: ``N`` starts, ``K`` context frames, ``H, W`` image size.
 """
@@ -21,7 +23,8 @@ import numpy as np
 
 from factory.envs import pusht_geometry as geo
 from factory.eval import metrics as m
-from factory.eval.task_state import generated_block_pose
+from factory.gen import GeneratedEpisode, GenJob, RolloutEngine
+from factory.generators import make_generator
 from factory.model.protocol import RolloutModel
 from factory.store import EpisodeStore
 
@@ -127,38 +130,67 @@ def run_permanence(
 ) -> dict[str, Any]:
     """Roll every start ``cfg.steps`` steps with the agent held still; the summary dict.
 
+    The rollouts are ``hold_still`` episodes (the agent's real position at the start
+    frame as the target) generated from the starts' contexts by the generation engine,
+    one step longer than ``cfg.steps`` so that the recorded frame ``h`` follows ``h`` held
+    steps for every ``h <= cfg.steps``.
+
     Keys: ``starts``, ``steps``, ``iou_<h>`` (mean T-mask IoU of step h against the start
     frame) for each horizon, ``iou_<steps>_min``, ``block_drift_px`` and
     ``angle_drift_deg`` (median over starts of the model's block reading at the last step
-    against its own reading at the start, :meth:`last_reading`), ``block_drift_px_max``,
+    against its own reading of the start frame, ``last_reading``), ``block_drift_px_max``,
     ``agent_drift_px``
     (median distance of the dynamics' agent state from the commanded position) and
     ``where`` ([episode, frame] of each start).
     """
-    start = starts.frames[:, -1]
-    start_mask = m.t_mask(start)
+    episodes = _hold_still_episodes(model, starts, cfg)
+    start_mask = m.t_mask(starts.frames[:, -1])
     hold = starts.agent.astype(np.float32)
-    model.start(starts.frames, starts.actions, seed=cfg.seed, states=starts.states)
-    start_pose = model.last_reading()[1]
-    ious: dict[int, np.ndarray] = {}
-    out = None
-    for step in range(1, cfg.steps + 1):
-        out = model.step(hold)
-        if step in cfg.horizons or step == cfg.steps:
-            mask = m.t_mask(out.frames)
-            ious[step] = np.array([m.iou(g, s) for g, s in zip(mask, start_mask, strict=True)])
-    assert out is not None
-    pose = generated_block_pose(model, out)
-    drift = m.position_error(pose[:, :2], start_pose[:, :2])
-    result: dict[str, Any] = {"starts": len(start), "steps": cfg.steps}
-    result.update({f"iou_{h}": float(v.mean()) for h, v in sorted(ious.items())})
+    result: dict[str, Any] = {"starts": len(start_mask), "steps": cfg.steps}
+    horizons = sorted({h for h in cfg.horizons if 1 <= h <= cfg.steps} | {cfg.steps})
+    ious = {}
+    for h in horizons:
+        mask = m.t_mask(np.stack([ep.data["image"][h] for ep in episodes]))
+        ious[h] = np.array([m.iou(g, s) for g, s in zip(mask, start_mask, strict=True)])
+        result[f"iou_{h}"] = float(ious[h].mean())
     result[f"iou_{cfg.steps}_min"] = float(ious[cfg.steps].min())
+    start_pose = np.stack([ep.data["gt_state"][0] for ep in episodes])
+    pose = np.stack([ep.data["gt_state"][cfg.steps] for ep in episodes])
+    agent = np.stack([ep.data["state"][cfg.steps, :2] for ep in episodes])
+    drift = m.position_error(pose[:, :2], start_pose[:, :2])
     result["block_drift_px"] = float(np.median(drift))
     result["block_drift_px_max"] = float(drift.max())
     result["angle_drift_deg"] = float(np.median(m.angle_error_deg(pose[:, 2], start_pose[:, 2])))
-    result["agent_drift_px"] = float(np.median(m.position_error(out.state[:, :2], hold)))
+    result["agent_drift_px"] = float(np.median(m.position_error(agent, hold)))
     result["where"] = starts.where.tolist()
     return result
+
+
+def _hold_still_episodes(
+    model: RolloutModel, starts: PermanenceStarts, cfg: PermanenceConfig
+) -> list[GeneratedEpisode]:
+    """One ``hold_still`` episode of ``cfg.steps + 1`` steps per start, in start order: its
+    frames (steps + 1, H, W, 3), the model's agent state and block reading per frame."""
+    n = len(starts.frames)
+    jobs = [
+        GenJob(
+            seed=cfg.seed,
+            generator="hold_still",
+            generator_params={"target": starts.agent[i].tolist()},
+            steps=cfg.steps + 1,
+            context_frames=starts.frames[i],
+            context_actions=starts.actions[i],
+            context_states=None if starts.states is None else starts.states[i],
+            extra={"start": i},
+        )
+        for i in range(n)
+    ]
+    engine = RolloutEngine(model, make_generator, batch_size=n, seed=cfg.seed)
+    try:
+        episodes = list(engine.run(jobs))
+    finally:
+        engine.close()
+    return sorted(episodes, key=lambda ep: int(ep.meta.extra["start"]))
 
 
 def permanence_metrics(

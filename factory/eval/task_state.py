@@ -13,7 +13,6 @@ from typing import Any
 import numpy as np
 
 from factory.model.protocol import RolloutModel
-from factory.model.world_model import StepOutput
 
 
 def real_block_pose(model: RolloutModel, frames: np.ndarray, batch: int = 256) -> np.ndarray:
@@ -22,23 +21,17 @@ def real_block_pose(model: RolloutModel, frames: np.ndarray, batch: int = 256) -
     return np.concatenate(out) if out else np.zeros((0, 3), np.float32)
 
 
-def generated_block_pose(model: RolloutModel, out: StepOutput) -> np.ndarray:
-    """Block pose (B, 3) float32 of one rollout step's output (the model's own reading)."""
-    if out.task_state is not None:
-        return np.asarray(out.task_state, np.float32)
-    return real_block_pose(model, out.frames)
-
-
-def probe_real_summary(probe: dict[str, Any], reader: str = "probe") -> dict[str, Any]:
-    """The quotable block of the probe's errors on real frames (``probe_real`` in the
-    fidelity JSON) from :func:`factory.eval.fidelity.probe_metrics`' dict: block position
-    and agent position error in board px (mean and p95), angle error in degrees (mean)."""
+def reader_real_summary(errors: dict[str, Any], reader: str) -> dict[str, Any]:
+    """The quotable block of the frame reader's errors on real frames (``reader_real`` in
+    the fidelity JSON) from :func:`factory.eval.fidelity.reader_metrics`' dict: which
+    reader (``model.frame_reader``), block position and agent position error in board px
+    (mean and p95), angle error in degrees (mean)."""
     return {
         "reader": reader,
-        "frames": probe["frames"],
-        "block_px": probe["block_err_px"],
-        "block_px_p95": probe["block_err_px_p95"],
-        "angle_deg": probe["angle_err_deg"],
-        "agent_px": probe["agent_err_px"],
-        "agent_px_p95": probe["agent_err_px_p95"],
+        "frames": errors["frames"],
+        "block_px": errors["block_err_px"],
+        "block_px_p95": errors["block_err_px_p95"],
+        "angle_deg": errors["angle_err_deg"],
+        "agent_px": errors["agent_err_px"],
+        "agent_px_p95": errors["agent_err_px_p95"],
     }

@@ -3,7 +3,9 @@
 Each episode that ``factory generate`` ran inside the model from a ground-truth reset
 (``meta.source == "world_model"``, ``extra.initial`` ``"seed"`` or ``"config"`` and
 ``extra.initial_config`` = the reset's agent xy and block pose) is replayed open loop in the
-ground-truth env from the same initial state, and the outcomes are compared.
+ground-truth env from the same initial state, and the outcomes are compared. The replay is
+the ``replay`` generator run by the episode runner (:class:`factory.record.EpisodeRunner`),
+which records it by the same convention as generation.
 
 Alignment (that of :class:`factory.gen.RolloutEngine`): ``action[t]`` is applied at frame
 ``t``, so the recorded last frame ``T-1`` is what the model showed after ``T-1`` actions,
@@ -26,6 +28,8 @@ import numpy as np
 from factory.envs import make_world
 from factory.errors import FactoryError
 from factory.eval import metrics as m
+from factory.generators import make_generator
+from factory.record.runner import EpisodeRunner, EpisodeSpec
 from factory.store import Episode, EpisodeStore
 from factory.world import World, WorldObs
 
@@ -135,15 +139,14 @@ def reset_like(world: World, target: TransferEpisode) -> tuple[WorldObs, str, fl
 
 
 def replay(world: World, target: TransferEpisode) -> dict[str, Any]:
-    """Replay one episode open loop; its per-episode row."""
-    obs, how, reset_err = reset_like(world, target)
-    real_pose = obs.task_state[0].astype(np.float64)
-    success = False
-    for t, action in enumerate(target.actions):
-        obs = world.step(action[None])
-        success = success or bool(obs.success[0])
-        if t == len(target.actions) - 2:
-            real_pose = obs.task_state[0].astype(np.float64)
+    """Replay one episode open loop from its initial state (:func:`reset_like` picks seed
+    or config); its per-episode row."""
+    _, how, reset_err = reset_like(world, target)
+    config = target.initial_config if how == "config" else None
+    spec = EpisodeSpec(int(target.seed or 0), len(target.actions), config=config)
+    policy = make_generator("replay", actions=target.actions, config=target.initial_config)
+    (ep,) = EpisodeRunner(world, source="real").run([policy], [spec])
+    real_pose = ep.data["gt_state"][-1].astype(np.float64)  # frame T-1: after T-1 actions
     pos_err = float(m.position_error(target.model_pose[:2], real_pose[:2]))
     ang_err = float(m.angle_error_deg(target.model_pose[2], real_pose[2]))
     return {
@@ -153,8 +156,8 @@ def replay(world: World, target: TransferEpisode) -> dict[str, Any]:
         "reset": how,
         "reset_err": reset_err,
         "model_success": target.model_success,
-        "real_success": success,
-        "real_final_score": float(obs.score[0]),
+        "real_success": bool(ep.meta.success),
+        "real_final_score": float(ep.meta.score or 0.0),
         "model_pose": target.model_pose.tolist(),
         "real_pose": real_pose.tolist(),
         "block_err_px": pos_err,

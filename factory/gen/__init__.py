@@ -2,8 +2,9 @@
 
 :class:`RolloutEngine` steps ``B`` episode slots of one model in lockstep, one generator per
 slot closed-loop on what the model returns, and refills each finished slot with the next
-:class:`GenJob`; finished episodes come out as :class:`GeneratedEpisode` records with full
-provenance. ``pipelines.generate`` runs one engine per Ray actor.
+:class:`GenJob` (the episode runner's refilling mode, :mod:`factory.record.runner`, over
+the model's contexts); finished episodes come out as :class:`GeneratedEpisode` records with
+full provenance. ``pipelines.generate`` runs one engine per Ray actor.
 """
 
 from factory.gen.engine import RolloutEngine

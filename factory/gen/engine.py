@@ -10,6 +10,10 @@ is yielded and the slot restarts at once with the next job
 (:meth:`RolloutModel.start_slots`); when the jobs run out, finished slots are dropped
 (:meth:`RolloutModel.keep_slots`) so the tail runs on a smaller batch.
 
+The stepping, recording and end-of-episode rule are the episode runner's refilling mode
+(:meth:`factory.record.runner.EpisodeRunner.stream`); this module adds only what is the
+model's: a job's context and starting the model's rows from it (:class:`ContextSlots`).
+
 The model's sampling noise is one seeded stream per engine run, shared by the batch rows,
 so a generated episode's frames depend on its batch neighbours; its actions depend only on
 its seed, its initial frame and what the model showed it.
@@ -20,7 +24,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from itertools import islice
 from typing import Any
 
 import numpy as np
@@ -30,8 +33,8 @@ from factory.envs.model_world import ModelWorld, world_state
 from factory.errors import FactoryError
 from factory.gen.jobs import GeneratedEpisode, GenJob, SlotGenerator
 from factory.model.protocol import RolloutModel
-from factory.record.recorder import EpisodeRecorder
-from factory.world import Observation, World
+from factory.record.runner import EpisodeRunner, EpisodeSpec, Start
+from factory.world import World
 
 log = logging.getLogger(__name__)
 
@@ -51,45 +54,97 @@ class _Init:
     states: np.ndarray | None = None
 
 
-class _Slot:
-    """One episode in progress: its generator and its recorder."""
+class ContextSlots:
+    """The engine's rows of ``world``: each :class:`GenJob` starts from its context.
 
-    def __init__(self, job: GenJob, generator: SlotGenerator, obs: Observation, init: _Init):
-        self.job, self.gen, self.obs, self.init = job, generator, obs, init
-        self.rec = EpisodeRecorder()
-        generator.reset(job.seed, obs)
+    The first batch is ``size`` rows of the first job's context (the rollout's seed is
+    ``seed``), then each job restarts its own row; a job's generator comes from
+    ``make_generator``. Rows can be dropped (:meth:`ModelWorld.keep_slots`).
+    """
 
-    def act(self) -> np.ndarray:
-        """The generator's next action (A,), recorded with the observation it answers."""
-        action = np.asarray(self.gen.act(self.obs), dtype=np.float32)
-        self.rec.record(self.obs, action)
-        return action
+    def __init__(
+        self,
+        world: ModelWorld,
+        renderer: World,
+        make_generator: MakeGenerator,
+        size: int,
+        seed: int,
+    ) -> None:
+        self.world, self.renderer, self.make_generator = world, renderer, make_generator
+        self.size, self.seed = size, seed
 
-    def observe(self, obs: Observation, action: np.ndarray) -> bool:
-        """Take the model's answer; True when the episode is over."""
-        self.obs = obs
-        self.rec.observe(obs)
-        if self.job.stop_on_success and self.rec.succeeded:
-            self.rec.record(obs, action)  # the last frame shows the success (hold action)
-            return True
-        return len(self.rec) >= self.job.steps
+    def open(self, jobs: list[GenJob]) -> list[Start]:
+        """Start the rollout: ``size`` rows of the first context, then each job in its row."""
+        inits = [self._initial(j) for j in jobs]
+        b = self.size
+        first = inits[0]
+        self.world.batch_size = b  # a previous run may have shrunk it
 
-    def result(self, world: ModelWorld, model_id: str) -> GeneratedEpisode:
-        return self.rec.result(
-            source="world_model",
-            generator=self.gen.name,
-            generator_params={**self.gen.params(), **self.job.params_extra},
-            seed=self.job.seed,
-            model_id=model_id,
-            task=world.spec.task,
-            world=world.spec.name,
-            extra={
-                "task_state": world.task_reader,
-                "initial": self.init.kind,
-                **self.init.extra,
-                **self.job.extra,
-            },
+        def rep(x: np.ndarray | None) -> np.ndarray | None:
+            return None if x is None else np.repeat(x[None], b, axis=0)
+
+        frames = np.repeat(first.frames[None], b, axis=0)
+        self.world.reset_from_context(
+            frames, rep(first.actions), seed=self.seed, states=rep(first.states)
         )
+        if len(jobs) < b:
+            self.world.keep_slots(list(range(len(jobs))))
+        return self._start_rows(list(range(len(jobs))), jobs, inits)
+
+    def start(self, rows: list[int], jobs: list[GenJob]) -> list[Start]:
+        return self._start_rows(rows, jobs, [self._initial(j) for j in jobs])
+
+    def keep(self, rows: list[int]) -> bool:
+        self.world.keep_slots(rows)
+        return True
+
+    def _start_rows(self, rows: list[int], jobs: list[GenJob], inits: list[_Init]) -> list[Start]:
+        """Restart ``rows`` with ``jobs`` (grouped by context shape); their new episodes."""
+        starts: dict[int, Start] = {}
+        groups: dict[tuple[int, bool, bool], list[int]] = {}
+        for i, init in enumerate(inits):
+            key = (len(init.frames), init.actions is None, init.states is None)
+            groups.setdefault(key, []).append(i)
+        for members in groups.values():
+            frames = np.stack([inits[i].frames for i in members])
+            acts = [inits[i].actions for i in members]
+            actions = None if acts[0] is None else np.stack(acts)  # type: ignore[arg-type]
+            sts = [inits[i].states for i in members]
+            states = None if sts[0] is None else np.stack(sts)  # type: ignore[arg-type]
+            obs = self.world.start_slots([rows[i] for i in members], frames, actions, states)
+            for k, i in enumerate(members):
+                job = jobs[i]
+                gen = self.make_generator(job.generator, **job.generator_params)
+                starts[i] = Start(gen, self._spec(job, inits[i]), obs.item(k))
+        return [starts[i] for i in range(len(jobs))]
+
+    def _spec(self, job: GenJob, init: _Init) -> EpisodeSpec:
+        extra = {"task_state": self.world.task_reader, "initial": init.kind, **init.extra}
+        return EpisodeSpec(
+            job.seed,
+            job.steps,
+            job.stop_on_success,
+            extra=extra | job.extra,
+            params=job.params_extra,
+        )
+
+    def _initial(self, job: GenJob) -> _Init:
+        """The job's context: real frames from a store, or a ground-truth reset's frame."""
+        if job.context_frames is not None:
+            frames = np.asarray(job.context_frames, np.uint8)
+            if frames.ndim != 4 or len(frames) < 1:
+                raise FactoryError(f"context frames must be (K', H, W, 3), got {frames.shape}")
+            acts = job.context_actions
+            acts = None if acts is None or len(frames) == 1 else acts
+            return _Init(frames, acts, "store", states=job.context_states)
+        if job.config is not None:
+            obs = self.renderer.reset(configs=np.asarray(job.config, np.float64)[None])
+            kind = "config"
+        else:
+            obs = self.renderer.reset(seeds=np.array([job.seed]))
+            kind = "seed"
+        config = [float(v) for v in (*obs.state[0], *obs.task_state[0])]
+        return _Init(obs.frames[:1], None, kind, {"initial_config": config}, world_state(obs)[0])
 
 
 class RolloutEngine:
@@ -121,102 +176,15 @@ class RolloutEngine:
         self.make_generator = make_generator
         self.model_id = model_id
         self.seed = seed
+        self.slots = ContextSlots(self.world, self.renderer, make_generator, batch_size, seed)
 
     def run(self, jobs: Iterable[GenJob]) -> Iterator[GeneratedEpisode]:
         """Generate every job's episode; yields each as soon as it ends (any order).
 
         ``jobs`` is read lazily: a job is taken only when a slot is free for it.
         """
-        pending = iter(jobs)
-        first = list(islice(pending, self.batch_size))
-        if not first:
-            return
-        slots = self._start_batch(first)
-        while slots:
-            actions = np.stack([s.act() for s in slots])
-            out = self.world.step(actions)
-            done = [r for r, s in enumerate(slots) if s.observe(out.item(r), actions[r])]
-            for r in done:
-                yield slots[r].result(self.world, self.model_id)
-            if done:
-                slots = self._refill(slots, done, pending)
-
-    def _start_batch(self, jobs: list[GenJob]) -> list[_Slot]:
-        """Start the rollout: B rows of the first context, then each job in its row."""
-        inits = [self._initial(j) for j in jobs]
-        b = self.batch_size
-        first = inits[0]
-        self.world.batch_size = b  # a previous run may have shrunk it
-
-        def rep(x: np.ndarray | None) -> np.ndarray | None:
-            return None if x is None else np.repeat(x[None], b, axis=0)
-
-        frames = np.repeat(first.frames[None], b, axis=0)
-        self.world.reset_from_context(
-            frames, rep(first.actions), seed=self.seed, states=rep(first.states)
-        )
-        if len(jobs) < b:
-            self.world.keep_slots(list(range(len(jobs))))
-        return self._start_rows(list(range(len(jobs))), jobs, inits)
-
-    def _refill(
-        self, slots: list[_Slot], done: list[int], pending: Iterator[GenJob]
-    ) -> list[_Slot]:
-        new = list(islice(pending, len(done)))
-        rows = done[: len(new)]
-        if new:
-            for r, slot in zip(rows, self._start_rows(rows, new), strict=True):
-                slots[r] = slot
-        gone = set(done[len(new) :])
-        if not gone:
-            return slots
-        keep = [r for r in range(len(slots)) if r not in gone]
-        if keep:
-            self.world.keep_slots(keep)
-        return [slots[r] for r in keep]
-
-    def _start_rows(
-        self,
-        rows: list[int],
-        jobs: list[GenJob],
-        inits: list[_Init] | None = None,
-    ) -> list[_Slot]:
-        """Restart ``rows`` with ``jobs`` (grouped by context shape); their new slots."""
-        inits = inits or [self._initial(j) for j in jobs]
-        slots: dict[int, _Slot] = {}
-        groups: dict[tuple[int, bool, bool], list[int]] = {}
-        for i, init in enumerate(inits):
-            key = (len(init.frames), init.actions is None, init.states is None)
-            groups.setdefault(key, []).append(i)
-        for members in groups.values():
-            frames = np.stack([inits[i].frames for i in members])
-            acts = [inits[i].actions for i in members]
-            actions = None if acts[0] is None else np.stack(acts)  # type: ignore[arg-type]
-            sts = [inits[i].states for i in members]
-            states = None if sts[0] is None else np.stack(sts)  # type: ignore[arg-type]
-            obs = self.world.start_slots([rows[i] for i in members], frames, actions, states)
-            for k, i in enumerate(members):
-                gen = self.make_generator(jobs[i].generator, **jobs[i].generator_params)
-                slots[i] = _Slot(jobs[i], gen, obs.item(k), inits[i])
-        return [slots[i] for i in range(len(jobs))]
-
-    def _initial(self, job: GenJob) -> _Init:
-        """The job's context: real frames from a store, or a ground-truth reset's frame."""
-        if job.context_frames is not None:
-            frames = np.asarray(job.context_frames, np.uint8)
-            if frames.ndim != 4 or len(frames) < 1:
-                raise FactoryError(f"context frames must be (K', H, W, 3), got {frames.shape}")
-            acts = job.context_actions
-            acts = None if acts is None or len(frames) == 1 else acts
-            return _Init(frames, acts, "store", states=job.context_states)
-        if job.config is not None:
-            obs = self.renderer.reset(configs=np.asarray(job.config, np.float64)[None])
-            kind = "config"
-        else:
-            obs = self.renderer.reset(seeds=np.array([job.seed]))
-            kind = "seed"
-        config = [float(v) for v in (*obs.state[0], *obs.task_state[0])]
-        return _Init(obs.frames[:1], None, kind, {"initial_config": config}, world_state(obs)[0])
+        runner = EpisodeRunner(self.world, source="world_model", model_id=self.model_id)
+        return runner.stream(jobs, self.slots)
 
     def close(self) -> None:
         self.world.close()

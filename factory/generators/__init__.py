@@ -1,4 +1,5 @@
-"""Action generators, by name: scripted ``play`` and ``expert``, ``replay``, and ``policy``."""
+"""Action generators, by name: scripted ``play`` and ``expert``, ``replay``, ``policy``, and
+the ``hold_still`` floor."""
 
 from __future__ import annotations
 
@@ -46,11 +47,21 @@ def _make_policy(**params: Any) -> ActionGenerator:
     return PolicyGenerator(**params)
 
 
+def _make_hold_still(**params: Any) -> ActionGenerator:
+    from factory.generators.hold_still import HoldStill
+
+    extra = sorted(set(params) - {"target"})
+    if extra:
+        raise FactoryError(f"generator 'hold_still' has no parameter(s) {', '.join(extra)}")
+    return HoldStill(params.get("target"))
+
+
 GENERATORS: dict[str, Callable[..., ActionGenerator]] = {
     "play": _make_play,
     "expert": _make_expert,
     "replay": _make_replay,
     "policy": _make_policy,
+    "hold_still": _make_hold_still,
 }
 """Registry: generator name -> factory(**params)."""
 

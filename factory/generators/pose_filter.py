@@ -11,6 +11,7 @@ filter passes the pose through.
 
 from __future__ import annotations
 
+import math
 from collections import deque
 
 import numpy as np
@@ -37,12 +38,16 @@ class PoseFilter:
         self._jumps: deque[tuple[float, float]] = deque(maxlen=max(int(history), 1))
         self._window: deque[np.ndarray] = deque(maxlen=self.frames)
         self._last: np.ndarray | None = None
+        self._noise: tuple[float, float] | None = None  # noise() of the current jumps
+        self._mean: np.ndarray | None = None  # estimate() of the current window
 
     def reset(self) -> None:
         """Forget everything (a new episode)."""
         self._jumps.clear()
         self._window.clear()
         self._last = None
+        self._noise = None
+        self._mean = None
 
     @property
     def count(self) -> int:
@@ -53,9 +58,10 @@ class PoseFilter:
         """The estimate's per-frame noise std: (px per axis, degrees); 0 until learnt."""
         if len(self._jumps) < 4:
             return 0.0, 0.0
-        jumps = np.asarray(self._jumps)
-        med = np.median(jumps, axis=0)
-        return float(med[0] / _RAYLEIGH_MEDIAN), float(med[1] / _HALF_NORMAL_MEDIAN)
+        if self._noise is None:
+            shifts, turns = zip(*self._jumps, strict=True)
+            self._noise = _median(shifts) / _RAYLEIGH_MEDIAN, _median(turns) / _HALF_NORMAL_MEDIAN
+        return self._noise
 
     def update(self, pose: np.ndarray, still: bool) -> np.ndarray:
         """Feed this frame's estimate (3,); returns the filtered pose (3,).
@@ -66,21 +72,25 @@ class PoseFilter:
         pose = np.asarray(pose, np.float64)
         if still and self._last is not None:
             self._jumps.append(_distance(pose, self._last))
+            self._noise = None
         self._last = pose.copy() if still else None
         if not still or not self._window:
             self._window.clear()
         elif self.moved(self.estimate(), pose, len(self._window), 1):
             self._window.clear()  # a real move: start a new average
         self._window.append(pose)
+        self._mean = None
         return self.estimate()
 
     def estimate(self) -> np.ndarray:
         """The mean of the window's poses (3,); angles averaged around the newest."""
-        window = np.asarray(self._window)
-        ref = window[-1, 2]
-        mean = window.mean(axis=0)
-        mean[2] = ref + float(np.mean(geo.wrap_angle(window[:, 2] - ref)))
-        return np.asarray(mean)
+        if self._mean is None:
+            window = np.asarray(self._window)
+            ref = window[-1, 2]
+            mean = window.mean(axis=0)
+            mean[2] = ref + float(np.mean(geo.wrap_angle(window[:, 2] - ref)))
+            self._mean = mean
+        return self._mean.copy()
 
     def moved(self, a: np.ndarray, b: np.ndarray, count_a: int, count_b: int) -> bool:
         """Whether estimates ``a`` and ``b`` (means of ``count_*`` frames; 0: exact) differ
@@ -93,8 +103,18 @@ class PoseFilter:
         return bool(shift > px or turn > deg)
 
 
+def _median(values: tuple[float, ...]) -> float:
+    """The median of a few floats (``np.median``'s value, without its overhead)."""
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2.0
+
+
 def _distance(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
-    """(px between positions, degrees between angles) of two poses."""
-    shift = float(np.linalg.norm(a[:2] - b[:2]))
-    turn = float(np.degrees(abs(geo.wrap_angle(a[2] - b[2]))))
-    return shift, turn
+    """(px between positions, degrees between angles) of two poses.
+
+    In scalar math with numpy's rounding (``np.linalg.norm``, ``geo.wrap_angle``).
+    """
+    d = a[:2] - b[:2]
+    turn = math.pi - (math.pi - float(a[2] - b[2])) % (2 * math.pi)
+    return math.sqrt(float(d.dot(d))), math.degrees(abs(turn))

@@ -9,11 +9,13 @@ pose at several depths, and picks the stroke that most lowers the log keypoint e
 step spent (repositioning included). Repositioning paths go around the T's convex hull.
 
 Cost: everything that depends only on the block pose (the simulated strokes and their
-gains, the router) is computed once per pose and cached (:class:`PoseTable`); candidate
-geometry and gains are evaluated for all contacts at once; and routes, the expensive part
-that depends on the agent, are computed best-first, only for candidates whose optimistic
-rate (straight-line repositioning) can still beat the best stroke found so far. The choice
-is the same as evaluating every candidate.
+gains, the router) is computed once per pose and cached (:class:`PoseTable`); the strokes
+themselves are simulated once per process and moved to each pose by rigid motion, except
+near the walls (:mod:`stroke_cache`); candidate geometry and gains are evaluated for all
+contacts at once; and routes, the expensive part that depends on the agent, are computed
+best-first, only for candidates whose optimistic rate (straight-line repositioning) can
+still beat the best stroke found so far. The choice is the same as evaluating every
+candidate.
 """
 
 from __future__ import annotations
@@ -25,24 +27,40 @@ import numpy as np
 
 from factory.envs import pusht_geometry as geo
 from factory.generators.push_router import Contact, Router, make_contacts, route_steps
-from factory.generators.pusht_sim import PushTSim, pd_steps_to_reach_many
+from factory.generators.pusht_sim import WALL_HI, WALL_LO, PushTSim, pd_steps_to_reach_many
+from factory.generators.stroke_cache import STROKES
 
 R = geo.AGENT_RADIUS
 DEPTHS = np.array(
     [0.5, 1.0, 1.5, 2.5, 4.0, 6.0, 9.0, 13.0, 19.0, 27.0, 38.0, 52.0, 70.0, 95.0, 130.0]
 )
-WALL_LO, WALL_HI = 7.0, 504.0  # inner faces of the board's walls
 CACHE_POSES = 4  # block poses whose tables are kept
+GOAL_OUTLINE = geo.t_outline(geo.GOAL)
 
 
 def wall_penalty(poses: np.ndarray, reach: float) -> np.ndarray:
     """How far (N,) poses' outline corners crowd the walls: 0 when all are ``reach`` clear."""
+    return _wall_penalty(*_outline_xy(poses), reach)
+
+
+def _outline_xy(poses: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The outline corners' board x and y (N, 8) of block poses (N, 3)."""
     poses = np.asarray(poses, dtype=np.float64).reshape(-1, 3)
-    c, s = np.cos(poses[:, 2]), np.sin(poses[:, 2])
-    x = c[:, None] * geo.T_OUTLINE[:, 0] - s[:, None] * geo.T_OUTLINE[:, 1] + poses[:, :1]
-    y = s[:, None] * geo.T_OUTLINE[:, 0] + c[:, None] * geo.T_OUTLINE[:, 1] + poses[:, 1:2]
+    c, s = np.cos(poses[:, 2:]), np.sin(poses[:, 2:])
+    x = c * geo.T_OUTLINE[:, 0] - s * geo.T_OUTLINE[:, 1] + poses[:, :1]
+    y = s * geo.T_OUTLINE[:, 0] + c * geo.T_OUTLINE[:, 1] + poses[:, 1:2]
+    return x, y
+
+
+def _wall_penalty(x: np.ndarray, y: np.ndarray, reach: float) -> np.ndarray:
     gap = np.minimum(np.minimum(x - WALL_LO, WALL_HI - x), np.minimum(y - WALL_LO, WALL_HI - y))
     return np.asarray(np.sum(np.clip(reach - gap, 0.0, None), axis=1) / reach)
+
+
+def _keypoint_errors(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """``geo.keypoint_errors`` (N,) from the outline corners (N, 8), with the same rounding."""
+    dx, dy = x - GOAL_OUTLINE[:, 0], y - GOAL_OUTLINE[:, 1]
+    return np.asarray(np.sqrt(np.mean(dx**2 + dy**2, axis=-1)))
 
 
 @dataclass
@@ -123,10 +141,10 @@ class PushPlanner:
 
     def value(self, poses: np.ndarray) -> np.ndarray:
         """The planner's potential (N,): log keypoint error plus a wall-crowding penalty."""
-        poses = np.asarray(poses, dtype=np.float64).reshape(-1, 3)
+        x, y = _outline_xy(poses)
         return np.asarray(
-            np.log(geo.keypoint_errors(poses) + 0.05)
-            + self.wall_weight * wall_penalty(poses, self.wall_reach)
+            np.log(_keypoint_errors(x, y) + 0.05)
+            + self.wall_weight * _wall_penalty(x, y, self.wall_reach)
         )
 
     def plan(
@@ -192,9 +210,7 @@ class PushPlanner:
         starts = points + normals * (R + self.standoff)
         valid = np.all((starts >= 1.0) & (starts <= 511.0), axis=1)
         value0 = float(self.value(pose)[0])
-        poses = np.zeros((len(points), len(depths), 3))
-        for i in np.flatnonzero(valid):
-            poses[i] = self._trace(starts[i], normals[i], points[i], pose, depths)
+        poses = self._stroke_poses(pose, points, normals, starts, valid, depths)
         gains = value0 - self.value(poses.reshape(-1, 3)).reshape(len(points), len(depths))
         return PoseTable(
             depths=depths,
@@ -208,6 +224,23 @@ class PushPlanner:
             steps=self._stroke_steps(np.sum((starts - points) * normals, axis=1) - R, depths),
             router=Router(pose, R + self.clearance),
         )
+
+    def _stroke_poses(
+        self,
+        pose: np.ndarray,
+        points: np.ndarray,
+        normals: np.ndarray,
+        starts: np.ndarray,
+        valid: np.ndarray,
+        depths: np.ndarray,
+    ) -> np.ndarray:
+        """Predicted block poses (C, D, 3) of every valid contact's stroke (zeros elsewhere):
+        the cached strokes moved to ``pose``, except near a wall, simulated here."""
+        strokes = STROKES.get(self._body_points, self._body_normals, self.standoff, depths)
+        poses = np.where(valid[:, None, None], strokes.poses(pose), 0.0)
+        for i in np.flatnonzero(valid & strokes.near_walls(pose)):
+            poses[i] = self._trace(starts[i], normals[i], points[i], pose, depths)
+        return poses
 
     def _trace(
         self,

@@ -12,12 +12,14 @@ import functools
 
 import numpy as np
 import pymunk
+from pymunk._chipmunk import lib as _cp  # the C calls behind pymunk's wrappers
 
 from factory.envs import pusht_geometry as geo
 
 KP, KV = 100.0, 20.0  # gym-pusht's PD gains
 DT = 0.01  # physics substep (s)
 SUBSTEPS = 10  # substeps per 10 Hz env step
+WALL_LO, WALL_HI = 7.0, 504.0  # inner faces of the walls (segments at 5 and 506, radius 2)
 
 
 def pd_step(pos: np.ndarray, vel: np.ndarray, target: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -25,13 +27,13 @@ def pd_step(pos: np.ndarray, vel: np.ndarray, target: np.ndarray) -> tuple[np.nd
 
     The agent is kinematic, so its motion does not depend on the block.
     """
-    pos = np.array(pos, dtype=np.float64)
-    vel = np.array(vel, dtype=np.float64)
-    target = np.asarray(target, dtype=np.float64)
-    for _ in range(SUBSTEPS):
-        vel = vel + (KP * (target - pos) - KV * vel) * DT
-        pos = pos + vel * DT
-    return pos, vel
+    (px, py), (vx, vy) = np.asarray(pos, np.float64).tolist(), np.asarray(vel, np.float64).tolist()
+    tx, ty = np.asarray(target, np.float64).tolist()
+    for _ in range(SUBSTEPS):  # in Python floats: numpy's arithmetic on (2,) arrays, cheaper
+        vx = vx + (KP * (tx - px) - KV * vx) * DT
+        vy = vy + (KP * (ty - py) - KV * vy) * DT
+        px, py = px + vx * DT, py + vy * DT
+    return np.array([px, py]), np.array([vx, vy])
 
 
 _STEP_GRID = np.arange(0.0, 30.25, 0.25)  # env steps, in quarters
@@ -56,19 +58,24 @@ def pd_steps_to_reach_many(distances: np.ndarray, tol: float = 1.0) -> np.ndarra
 
 
 class PushTSim:
-    """The PushT scene in pymunk, reset from (agent xy, agent velocity, block pose)."""
+    """The PushT scene in pymunk, reset from (agent xy, agent velocity, block pose).
 
-    def __init__(self) -> None:
+    ``walls=False`` leaves out the board's walls (a scene that is the same under any rigid
+    motion, see :mod:`stroke_cache`).
+    """
+
+    def __init__(self, walls: bool = True) -> None:
         space = pymunk.Space()
         space.gravity = (0.0, 0.0)
         space.damping = 0.0
-        walls = [
+        segments = [
             ((5, 506), (5, 5)),
             ((5, 5), (506, 5)),
             ((506, 5), (506, 506)),
             ((5, 506), (506, 506)),
         ]
-        space.add(*[pymunk.Segment(space.static_body, a, b, 2) for a, b in walls])
+        if walls:
+            space.add(*[pymunk.Segment(space.static_body, a, b, 2) for a, b in segments])
         agent = pymunk.Body(body_type=pymunk.Body.KINEMATIC)
         space.add(agent, pymunk.Circle(agent, geo.AGENT_RADIUS))
         block = pymunk.Body(geo.BLOCK_MASS, geo.BLOCK_MOMENT)
@@ -117,25 +124,53 @@ class PushTSim:
         same for every push of this ``length``: it is precomputed, and only the substeps
         whose block pose is needed are read back.
         """
+        vels, idx = self._push_plan(start, direction, length, reach)
+        # pymunk's own C calls, without its per-call Python wrappers (the same arithmetic)
+        set_velocity, step = _cp.cpBodySetVelocity, _cp.cpSpaceStep
+        agent, block, space = self.agent._body, self.block._body, self.space._space
+        out = np.empty((len(idx), 3))
+        done = 0  # substeps stepped so far
+        for k, last in enumerate(idx):
+            for vel in vels[done : last + 1]:
+                set_velocity(agent, vel)
+                step(space, DT)
+            done = max(done, last + 1)
+            bp = _cp.cpBodyGetPosition(block)
+            out[k] = (bp.x, bp.y, _cp.cpBodyGetAngle(block))
+        return out
+
+    def push_trajectory(
+        self, start: np.ndarray, direction: np.ndarray, length: float, reach: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`push_poses` with the block pose after every substep: (poses (D, 3),
+        trajectory (N, 3)), N the substeps up to the deepest reach."""
+        vels, idx = self._push_plan(start, direction, length, reach)
+        set_velocity, step = _cp.cpBodySetVelocity, _cp.cpSpaceStep
+        agent, block, space = self.agent._body, self.block._body, self.space._space
+        get_position, get_angle = _cp.cpBodyGetPosition, _cp.cpBodyGetAngle
+        rows = []
+        for vel in vels[: idx[-1] + 1]:
+            set_velocity(agent, vel)
+            step(space, DT)
+            bp = get_position(block)
+            rows.append((bp.x, bp.y, get_angle(block)))
+        traj = np.array(rows)
+        return traj[idx], traj
+
+    def _push_plan(
+        self, start: np.ndarray, direction: np.ndarray, length: float, reach: np.ndarray
+    ) -> tuple[list[tuple[float, float]], list[int]]:
+        """Puts the agent at ``start``; the agent velocity of each substep of the push and
+        the substep (D,) at whose end each ``reach`` is first travelled."""
         speeds, travel = _push_profile(float(length), 9)
-        idx = np.minimum(np.searchsorted(travel, reach), len(travel) - 1)
+        idx = np.minimum(np.searchsorted(travel, reach), len(travel) - 1).tolist()
         self.agent.position = (float(start[0]), float(start[1]))
         dx, dy = float(direction[0]), float(direction[1])
-        agent, block, space = self.agent, self.block, self.space
-        out = np.empty((len(idx), 3))
-        k = 0
-        for i, speed in enumerate(speeds[: int(idx[-1]) + 1]):
-            agent.velocity = (speed * dx, speed * dy)
-            space.step(DT)
-            while k < len(idx) and idx[k] == i:
-                bp = block.position
-                out[k] = (bp.x, bp.y, block.angle)
-                k += 1
-        return out
+        return list(zip((speeds * dx).tolist(), (speeds * dy).tolist(), strict=True)), idx
 
 
 @functools.lru_cache(maxsize=64)
-def _push_profile(length: float, max_steps: int) -> tuple[list[float], np.ndarray]:
+def _push_profile(length: float, max_steps: int) -> tuple[np.ndarray, np.ndarray]:
     """The agent's speed during (N,) and travel after (N,) each substep of a push from rest
     over ``length`` px, up to 0.5 px short of its end or ``max_steps`` env steps."""
     speeds, travel = [], []
@@ -147,4 +182,4 @@ def _push_profile(length: float, max_steps: int) -> tuple[list[float], np.ndarra
         travel.append(s)
         if s >= length - 0.5:
             break
-    return speeds, np.asarray(travel)
+    return np.asarray(speeds), np.asarray(travel)

@@ -1,4 +1,4 @@
-"""The learned world model: autoencoder, latent consistency dynamics, state probe.
+"""The ``latent_grid`` world model: autoencoder, latent dynamics, state probe.
 
 ``load_model_dir(path)`` gives a :class:`WorldModel` whose ``start``/``step`` run batched
 autoregressive rollouts. Checkpoints are safetensors + JSON (see ``checkpoint``).

@@ -64,7 +64,9 @@ class AutoencoderConfig:
 
 @dataclass(frozen=True)
 class ConsistencyConfig:
-    """Improved consistency training (Song & Dhariwal 2023) and its sampler.
+    """Improved consistency training (Song & Dhariwal 2023) and its sampler: the dynamics'
+    ``consistency`` objective. The ``x0`` objective uses only ``sigma_max`` (its one noise
+    level) and ``sigma_data`` (the target's scale).
 
     The discretisation curriculum doubles the number of steps from ``s0`` to ``s1`` over
     training; ``huber_c`` <= 0 means the paper's ``0.00054 * sqrt(dim)``. The training
@@ -92,8 +94,8 @@ class DynamicsConfig:
 
     Predicts z_{t+1} (or the delta z_{t+1} - z_t when ``predict_delta``) from the
     ``context`` latents z_{t-K+1..t} and the actions applied at those frames (the last one
-    is a_t). Context latents get Gaussian noise of level ``U(0, ctx_noise_max)`` in
-    training and ``ctx_noise`` at inference (Diffusion-Forcing style).
+    is a_t). Context latents get Gaussian noise of level ``U(ctx_noise_min,
+    ctx_noise_max)`` in training and ``ctx_noise`` at inference (Diffusion-Forcing style).
 
     Predicting z_{t+1} itself is the default: in first-session PushT experiments (one-off
     scripts) the delta was worse and, accumulating errors with no restoring force, blew
@@ -110,13 +112,19 @@ class DynamicsConfig:
     ``sample_sigmas``: extra, decreasing noise levels for multistep consistency sampling
     (one more network evaluation each); empty: 1-step sampling.
 
-    Fidelity options (issue 10's ablations; the defaults are the first shipped model):
+    Fidelity options (issue 10's ablations; the defaults are the shipped model's recipe,
+    ``iws_unroll`` in :mod:`factory.train.recipes`, whose ``baseline`` recipe is the first
+    shipped model's consistency training):
 
-    - ``objective``: ``consistency`` (improved CT + denoising regulariser) or ``x0``, the
-      recipe IWS's code actually trains: one jump from pure noise to the clean next
-      latent, trained with MSE (uniform weighting), sampled in one evaluation.
+    - ``objective``: ``x0``, the recipe IWS's code actually trains: one jump from pure
+      noise to the clean next latent, trained with MSE (uniform weighting), sampled in one
+      evaluation; or ``consistency`` (improved CT + denoising regulariser, sampled in one
+      evaluation plus one per ``sample_sigmas``).
     - ``ctx_noise_min``: the context-noise level is drawn from U(ctx_noise_min,
       ctx_noise_max) in training (IWS: about 0.025 to 0.2, 0.07 at inference).
+
+    A config written before a field existed meant :data:`DYNAMICS_BEFORE` for it, not the
+    current default: :meth:`WorldModelConfig.from_dict` fills those in.
     - ``renorm``: how each predicted latent is put back on the autoencoder's manifold:
       ``none``; ``pixel_norm`` rescales every latent pixel's vector to the L2 norm the
       training latents have on average (IWS re-normalises to unit L2 per pixel, which
@@ -144,14 +152,14 @@ class DynamicsConfig:
     predict_delta: bool = False
     delta_from_noisy: bool = False
     ctx_noise_max: float = 0.2
-    ctx_noise: float = 0.05
+    ctx_noise: float = 0.07
     sample_sigmas: tuple[float, ...] = ()
     state_head_channels: int = 32
     state_head_keypoints: int = 8
     action_xy_range: tuple[float, float] | None = (0.0, 512.0)
     action_map_sigma: float = 1.0
-    objective: str = "consistency"
-    ctx_noise_min: float = 0.0
+    objective: str = "x0"
+    ctx_noise_min: float = 0.025
     renorm: str = "none"
     motion: str = "none"
     flow_max: float = 3.0
@@ -175,6 +183,15 @@ class DynamicsConfig:
             raise ValueError("dynamics motion and chunk > 1 need objective 'x0'")
         if not 0.0 <= self.ctx_noise_min <= self.ctx_noise_max:
             raise ValueError("need 0 <= ctx_noise_min <= ctx_noise_max")
+
+
+DYNAMICS_BEFORE: dict[str, Any] = {
+    "objective": "consistency",
+    "ctx_noise_min": 0.0,
+    "ctx_noise": 0.05,
+}
+"""What a stored dynamics config without these fields meant: the values before issue 10
+added ``objective`` and ``ctx_noise_min`` and the defaults became the shipped recipe's."""
 
 
 @dataclass(frozen=True)
@@ -232,7 +249,10 @@ class WorldModelConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> WorldModelConfig:
-        """Parse a dict written by :meth:`to_dict`; unknown keys raise ``ValueError``."""
+        """Parse a dict written by :meth:`to_dict`; unknown keys raise ``ValueError``.
+
+        Stored values are kept; a dynamics field the dict lacks (a config written before
+        the field existed) takes :data:`DYNAMICS_BEFORE`'s value, else its default."""
         if data.get("format") != FORMAT:
             raise ValueError(f"format is {data.get('format')!r}, expected {FORMAT!r}")
         if int(data.get("version", -1)) > FORMAT_VERSION:
@@ -263,6 +283,8 @@ def _to_jsonable(obj: Any) -> Any:
 
 def _from_dict[T](cls: type[T], data: dict[str, Any]) -> T:
     fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    if cls is DynamicsConfig:
+        data = {**DYNAMICS_BEFORE, **data}
     unknown = set(data) - set(fields)
     if unknown:
         raise ValueError(f"unknown {cls.__name__} keys: {sorted(unknown)}")

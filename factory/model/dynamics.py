@@ -1,4 +1,6 @@
-"""Action-conditioned latent dynamics: a 2D U-Net consistency model over the latent grid.
+"""Action-conditioned latent dynamics: a 2D U-Net over the latent grid that predicts the
+next latent(s) by the config's objective (``x0``: one jump from pure noise, the shipped
+recipe; ``consistency``: a consistency model, sampled in one or a few evaluations).
 
 The network sees the K context latents z_{t-K+1..t} stacked on channels (with a small
 Gaussian noise of level ``ctx_level`` on them), the noisy target, coordinate channels,
@@ -6,7 +8,7 @@ and an embedding of (noise level, context-noise level, the K actions applied at 
 window's frames: a_{t-K+1..t}) that modulates every residual block (AdaGN). With
 ``action_xy_range`` the actions' xy are also drawn as Gaussian bumps on input channels.
 
-The consistency target ``x0`` is z_{t+1} (default) or the delta z_{t+1} - z_t
+The target ``x0`` is z_{t+1} (default) or the delta z_{t+1} - z_t
 (``predict_delta``), divided by the per-channel ``target_scale`` buffer so that it has
 std sigma_data. A small keypoint head reads the robot state (e.g. agent xy) off a latent.
 """

@@ -4,7 +4,9 @@ A model directory (shipped or a training directory) holds ``config.json``, one
 ``<part>.safetensors`` per part listed in the config, and ``provenance.json``. Training
 directories also hold optimiser state, resume state and latent caches; none of those is
 part of the model. :func:`model_files` is the one place that decides: the model id, the
-copies shipped to generation workers and packing all go by it.
+copies shipped to generation workers and packing all go by it. :func:`is_training_state`
+is the one list of the training state, for copies of a whole directory but that state
+(the batch search's scratch copy).
 """
 
 from __future__ import annotations
@@ -21,6 +23,19 @@ if TYPE_CHECKING:
 
 DEFAULT_MODEL = Path(__file__).resolve().parents[2] / "models" / "pusht"
 """The shipped PushT world model, used whenever ``--model`` is omitted."""
+
+
+TRAINING_STATE_SUFFIXES = (".optim.safetensors", ".state.json", ".partial")
+"""Endings of the files a training directory holds that no model (nor a copy of one)
+needs: ``<part>.optim.safetensors`` and ``<part>.state.json`` (resume state,
+:mod:`factory.model.checkpoint`) and ``*.partial`` (a write in progress)."""
+TRAIN_ALL_FILE = "train_all.json"
+"""``factory train all``'s plan and progress in its training directory: training state too."""
+
+
+def is_training_state(name: str) -> bool:
+    """Whether the file called ``name`` is training state rather than part of a model."""
+    return name.endswith(TRAINING_STATE_SUFFIXES) or name == TRAIN_ALL_FILE
 
 
 def part_file(part: str) -> str:

@@ -1,4 +1,5 @@
-"""Recording episodes: the output store, the one episode recorder, the batched runner."""
+"""Recording episodes: the output store, the one episode recorder, the one episode runner
+(lockstep batches and refilling streams)."""
 
 from factory.record.output import (
     check_output,
@@ -8,14 +9,24 @@ from factory.record.output import (
     store_schema,
 )
 from factory.record.recorder import EpisodeRecorder, EpisodeResult, Policy
-from factory.record.runner import EpisodeRunner, EpisodeSpec, run_episode
+from factory.record.runner import (
+    EpisodeRunner,
+    EpisodeSpec,
+    LiveEpisode,
+    Slots,
+    Start,
+    run_episode,
+)
 
 __all__ = [
     "EpisodeRecorder",
     "EpisodeResult",
     "EpisodeRunner",
     "EpisodeSpec",
+    "LiveEpisode",
     "Policy",
+    "Slots",
+    "Start",
     "check_output",
     "done_episodes",
     "open_output",

@@ -51,8 +51,14 @@ def check_output(out: Path, spec: WorldSpec, resolution: int, append: bool) -> N
         store.check_compatible(store_schema(spec), store_attrs(spec, resolution))
 
 
-def open_output(out: Path, spec: WorldSpec, resolution: int, append: bool) -> EpisodeStore:
-    """Create ``out``, or (with ``append``) reopen and check it fits this world."""
+def open_output(
+    out: Path, spec: WorldSpec, resolution: int, append: bool, fsync: bool = False
+) -> EpisodeStore:
+    """Create ``out``, or (with ``append``) reopen and check it fits this world.
+
+    ``fsync`` (``--fsync``): the store is durable, created so or marked so once it fits;
+    every commit is fsynced and survives a power cut (:mod:`factory.store.durable`).
+    """
     schema = store_schema(spec)
     attrs = store_attrs(spec, resolution)
     if out.exists():
@@ -61,6 +67,8 @@ def open_output(out: Path, spec: WorldSpec, resolution: int, append: bool) -> Ep
         store = EpisodeStore.open(out, mode="a")
         try:
             store.check_compatible(schema, attrs)
+            if fsync:
+                store.make_durable()
         except Exception:
             store.close()
             raise
@@ -76,6 +84,7 @@ def open_output(out: Path, spec: WorldSpec, resolution: int, append: bool) -> Ep
             "state_names": ["agent_x", "agent_y"],
             "gt_state_names": list(spec.task_state_names),
         },
+        durable=fsync,
     )
 
 

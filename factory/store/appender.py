@@ -9,6 +9,10 @@ An append of ``T`` frames at frame ``n0`` writes, in this order (the crash model
    shape ``E + 1``. That one ``zarr.json`` rename is the commit point: a direct append never
    leaves the unwritten ``episode_ends`` slot a zarr append can (resize, then write).
 
+In a durable store (``durable=True``) steps 1 and 2 are fsynced (files, then directories)
+before step 3 starts, and step 3's entry before its length, then its length
+(:mod:`factory.store.durable`); :meth:`Appender._commit` is step 3.
+
 Arrays whose layout :class:`~factory.store.chunkfile.DirectArray` reproduces (the ones
 :func:`~factory.store.layout.build_layout` creates, sharding aside) are written directly;
 the others go through zarr exactly as before. Directly written arrays leave the layout's
@@ -30,6 +34,7 @@ import zarr
 
 from factory.store import chunkfile
 from factory.store.chunkfile import DirectArray, Plan, Unsupported
+from factory.store.durable import Syncer, zarr_files
 from factory.store.layout import Layout
 
 logger = logging.getLogger(__name__)
@@ -77,11 +82,18 @@ def _open_direct(where: Path, name: str) -> DirectArray | None:
 
 
 class Appender:
-    """Writes whole episodes into an opened, recovered, locked layout."""
+    """Writes whole episodes into an opened, recovered, locked layout; ``durable``: every
+    append is on disk when it returns (fsync), its commit point last."""
 
-    def __init__(self, layout: Layout, where: Path, threads: int | None = None) -> None:
+    def __init__(
+        self, layout: Layout, where: Path, threads: int | None = None, durable: bool = False
+    ) -> None:
         names = [f"data/{k}" for k in layout.data] + [META, ENDS]
         self._direct = {n: d for n in names if (d := _open_direct(where, n)) is not None}
+        for direct in self._direct.values():
+            direct.fsync = durable
+        self._where = where
+        self._sync = Syncer() if durable else None
         self._threads = THREADS if threads is None else threads
         self._pool: ThreadPoolExecutor | None = None
         self._pool_pid = 0
@@ -111,35 +123,61 @@ class Appender:
                 if direct is None:  # absolute shapes: overwrite a failed earlier append
                     arr.resize((n1, *arr.shape[1:]))
                     arr[n0:n1] = data[key]
+                    self._wrote_zarr(arr, n0, n1)
                     continue
                 direct.resize(n1)
                 plans.append((direct, direct.plan(n0, data[key])))
                 self._stale.add(f"data/{key}")
+                self._wrote_direct(direct)
             self._run(plans)
             self._put_one(layout, META, n_eps, np.array([meta], dtype=object))
-            self._put_one(layout, ENDS, n_eps, np.array([n1], dtype=np.int64), commit=True)
+            self._flush()  # data and meta on disk before episode_ends is touched
+            self._commit(layout, n_eps, n1)
         except BaseException:
             for direct in self._direct.values():
                 direct.forget()
             raise
 
+    def _commit(self, layout: Layout, n_eps: int, n1: int) -> None:
+        """Episode ``n_eps`` ends at frame ``n1``: write it to ``episode_ends`` (the commit
+        point), durably in a durable store. Data and meta are written (and durable) already."""
+        self._put_one(layout, ENDS, n_eps, np.array([n1], dtype=np.int64), commit=True)
+        self._flush()
+
     def _put_one(
         self, layout: Layout, name: str, index: int, value: np.ndarray, commit: bool = False
     ) -> None:
         """Set entry ``index`` of a 1-d array and its length to ``index + 1``: resize first,
-        or with ``commit`` (direct only) the value first and the resize as the last write."""
+        or with ``commit`` (direct only) the value first (durable before) and the resize as
+        the last write."""
         direct = self._direct.get(name)
         if direct is None:
             arr = self._handle(layout, name)
             arr.resize((index + 1,))
             arr[index] = value[0]
+            self._wrote_zarr(arr, index, index + 1)
             return
         self._stale.add(name)
+        self._wrote_direct(direct)
         if not commit:
             direct.resize(index + 1)
         self._run([(direct, direct.plan(index, value))])
         if commit:
+            self._flush()  # the entry on disk before the length that shows it
+            self._wrote_direct(direct)
             direct.resize(index + 1)
+
+    def _wrote_direct(self, direct: DirectArray) -> None:
+        if self._sync is not None:
+            self._sync.synced_in(direct.directory)
+
+    def _wrote_zarr(self, arr: zarr.Array, n0: int, n1: int) -> None:
+        if self._sync is not None:
+            self._sync.written(zarr_files(arr, self._where, n0, n1), self._where / arr.path)
+
+    def _flush(self) -> None:
+        if self._sync is not None:
+            self._sync.flush()
 
     def _run(self, plans: list[tuple[DirectArray, Plan]]) -> None:
         """Store every chunk of ``plans`` (in the pool when there are several)."""

@@ -14,6 +14,8 @@ Each chunk is encoded whole (C order, padded with the fill value past the data),
 ``<key stem>.<32 hex>.partial`` (zarr's own temp pattern, which recovery deletes) and
 renamed over the key, so a chunk file is always either the old or the new one. Like zarr
 (``write_empty_chunks=False``) a chunk that is all fill value is deleted instead of written.
+With :attr:`DirectArray.fsync` (a durable store) each file is fsynced before its rename;
+the directory is the caller's to fsync (:mod:`factory.store.durable`).
 """
 
 from __future__ import annotations
@@ -95,8 +97,9 @@ def replace(tmp: Path, path: Path) -> None:
     os.replace(tmp, path)  # a new key (ENOENT), or no exchange on this file system
 
 
-def write_atomic(path: Path, payload: Any) -> None:
-    """Write ``payload`` (any contiguous buffer) to ``path`` via a zarr-style temp file."""
+def write_atomic(path: Path, payload: Any, fsync: bool = False) -> None:
+    """Write ``payload`` (any contiguous buffer) to ``path`` via a zarr-style temp file;
+    with ``fsync`` the temp file is on disk before the rename (the directory is not)."""
     tmp = path.with_suffix(f".{uuid.uuid4().hex}.partial")
     view = memoryview(payload).cast("B")
     try:
@@ -104,6 +107,8 @@ def write_atomic(path: Path, payload: Any) -> None:
         try:
             while view:
                 view = view[os.write(fd, view) :]
+            if fsync:
+                os.fsync(fd)
         finally:
             os.close(fd)
         replace(tmp, path)
@@ -239,6 +244,7 @@ class DirectArray:
         self._write_empty = bool(zarr.config.get("array.write_empty_chunks"))
         self._indent = zarr.config.get("json_indent")
         self._tail: tuple[int, np.ndarray] | None = None
+        self.fsync = False  # fsync each file before its rename (a durable store)
 
     @classmethod
     def open(cls, directory: Path) -> DirectArray:
@@ -273,7 +279,7 @@ class DirectArray:
             self.chunk_path(idx).unlink(missing_ok=True)
         if self._tail is not None and self._tail[0] * c >= n:
             self._tail = None
-        write_atomic(self.directory / ZARR_JSON, payload)
+        write_atomic(self.directory / ZARR_JSON, payload, self.fsync)
         self._doc = doc
 
     def _blank(self) -> np.ndarray:
@@ -328,7 +334,7 @@ class DirectArray:
         if not self._write_empty and self._is_fill(chunk):
             path.unlink(missing_ok=True)
             return
-        write_atomic(path, self.codec.encode(chunk))
+        write_atomic(path, self.codec.encode(chunk), self.fsync)
 
     def stored(self, plan: Plan) -> None:
         """Record that every chunk of ``plan`` is on disk."""

@@ -20,6 +20,7 @@ from typing import Any, Literal
 import numpy as np
 
 from factory.errors import SchemaMismatchError, StoreError
+from factory.store import durable as dur
 from factory.store.appender import Appender
 from factory.store.episode import Episode
 from factory.store.layout import (
@@ -65,6 +66,7 @@ class EpisodeStore:
         chunk_frames: int = 16,
         compression: str = "zstd",
         shard_frames: int | None = None,
+        durable: bool = False,
     ) -> EpisodeStore:
         """Create an empty store at ``path`` and open it for writing (holding the lock).
 
@@ -72,6 +74,8 @@ class EpisodeStore:
         states) get ``chunk_frames * 2**k`` frames per chunk, at least 64 KiB.
         ``compression`` is one of ``"zstd"``, ``"blosc-zstd"``, ``"lz4"``, ``"none"``.
         ``shard_frames`` (a multiple of ``chunk_frames``) groups chunks into shard files.
+        ``durable`` (root attr ``durable``): every append, by any writer, fsyncs its commit
+        so that it survives a power cut (:mod:`factory.store.durable`).
         """
         path = Path(path)
         if path.exists():
@@ -81,33 +85,17 @@ class EpisodeStore:
         root_attrs = make_root_attrs(
             schema, fps, action_meaning, attrs, chunk_frames, compression, shard_frames
         )
+        if durable:
+            root_attrs[dur.ATTR] = True
+        created = dur.missing_ancestors(path) if durable else None
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.parent / f".{path.name}.creating-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        lock: StoreLock | None = None
-        try:
-            build_layout(
-                tmp,
-                schema,
-                root_attrs=root_attrs,
-                chunk_frames=chunk_frames,
-                compression=compression,
-                shard_frames=shard_frames,
-            )
-            lock = StoreLock.acquire(tmp, display=path)
-            # the rename publishes a complete, empty store in one step
-            os.rename(tmp, path)
-        except OSError as err:
-            if lock is not None:
-                lock.release()
-            raise StoreError(
-                f"{path} already exists or cannot be created ({err.strerror}); "
-                "choose a new path or use --append"
-            ) from err
-        finally:
-            if tmp.exists():
-                shutil.rmtree(tmp, ignore_errors=True)
-        assert lock is not None
-        lock.store_dir = path
+        layout_args = dict(
+            root_attrs=root_attrs,
+            chunk_frames=chunk_frames,
+            compression=compression,
+            shard_frames=shard_frames,
+        )
+        lock = _publish_new(path, schema, layout_args, created)
         logger.info("created episode store %s (keys %s)", path, list(schema.keys))
         layout = open_layout(path, writable=True)
         return cls(path, layout, np.zeros(0, dtype=np.int64), lock)
@@ -173,6 +161,11 @@ class EpisodeStore:
     @property
     def chunk_frames(self) -> int:
         return int(self._lay.attrs.get("chunk_frames", 16))
+
+    @property
+    def durable(self) -> bool:
+        """Whether appends fsync their commit (root attr ``durable``; absent: False)."""
+        return self._lay.attrs.get(dur.ATTR) is True
 
     @property
     def attrs(self) -> dict[str, Any]:
@@ -295,11 +288,26 @@ class EpisodeStore:
         n_eps, n0 = self.n_episodes, self.n_frames
         n1 = n0 + length
         if self._appender is None:
-            self._appender = Appender(lay, self._path)
+            self._appender = Appender(lay, self._path, durable=self.durable)
         self._appender.append(lay, data, (n0, n1), n_eps, meta_text)
         self._ends = np.append(self._ends, np.int64(n1))
         logger.debug("%s: appended episode %d (%d frames)", self._path, n_eps, length)
         return n_eps
+
+    def make_durable(self) -> None:
+        """Mark an opened-for-append store durable, as ``create(durable=True)`` does: from
+        the next append on, this writer and every later one fsyncs each commit."""
+        lay = self._lay
+        if not self.writable:
+            raise StoreError(f"{self._path} is open read-only; open it with mode='a' first")
+        if self.durable:
+            return
+        dur.mark_durable(lay.group, self._path)
+        lay.attrs[dur.ATTR] = True
+        if self._appender is not None:  # the next append makes a durable one
+            self._appender.refresh(lay)
+            self._appender.close()
+            self._appender = None
 
     def check_compatible(self, schema: StoreSchema, attrs_subset: Mapping[str, Any]) -> None:
         """Raise :class:`SchemaMismatchError` unless ``schema`` and every item of
@@ -382,3 +390,29 @@ class EpisodeStore:
             f"EpisodeStore({str(self._path)!r}, mode={mode!r}, episodes={self.n_episodes}, "
             f"frames={self.n_frames})"
         )
+
+
+def _publish_new(
+    path: Path, schema: StoreSchema, layout_args: dict[str, Any], created: list[Path] | None
+) -> StoreLock:
+    """Build an empty store beside ``path`` and rename it into place, locked; its lock.
+
+    ``created`` (durable stores): the directories made for it, fsynced after the rename."""
+    tmp = path.parent / f".{path.name}.creating-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    lock: StoreLock | None = None
+    try:
+        build_layout(tmp, schema, **layout_args)
+        lock = StoreLock.acquire(tmp, display=path)
+        dur.publish(tmp, path, created)  # a complete, empty store in one rename
+    except OSError as err:
+        if lock is not None:
+            lock.release()
+        raise StoreError(
+            f"{path} already exists or cannot be created ({err.strerror}); "
+            "choose a new path or use --append"
+        ) from err
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    lock.store_dir = path
+    return lock

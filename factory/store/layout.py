@@ -4,7 +4,8 @@ repair it.
 ::
 
     STORE/                      zarr v3 group; attrs: format, format_version, fps, schema,
-                                action_meaning, compression, chunk_frames, free attrs
+                                action_meaning, compression, chunk_frames, [durable],
+                                free attrs
       data/<key>   (N, *shape)  one array per schema key, chunked along time
       meta/episode_ends (E,)    int64, cumulative exclusive ends: THE commit point
       meta/episode_meta (E,)    variable-length UTF-8 strings, one JSON document per episode
@@ -19,6 +20,10 @@ data arrays first, then the episode's meta, then ``episode_ends`` last (see
 longer than ``episode_ends`` says, and ``episode_ends`` itself can end in one unwritten slot
 (resized, value not yet written: it reads as the fill value 0). The committed state is the
 longest valid prefix of ``episode_ends``.
+
+That holds for a killed process. Zarr never fsyncs, so after a power cut or an OS crash it
+holds only for a store with the ``durable`` attr (:mod:`factory.store.durable`), whose
+appends fsync data and meta before ``episode_ends`` and ``episode_ends`` before returning.
 """
 
 from __future__ import annotations
@@ -43,8 +48,10 @@ logger = logging.getLogger(__name__)
 
 FORMAT = "demofactory.episode_store"
 FORMAT_VERSION = 1
+# "durable": set by create(durable=True), see factory.store.durable
 RESERVED_ATTRS = frozenset(
-    {"format", "format_version", "fps", "schema", "action_meaning", "compression", "chunk_frames"}
+    {"format", "format_version", "fps", "schema", "action_meaning", "compression"}
+    | {"chunk_frames", "durable"}
 )
 COMPRESSIONS = ("zstd", "blosc-zstd", "lz4", "none")
 ENDS_CHUNK = 1024

@@ -40,7 +40,7 @@ def merge_stores(
     ``episodes``, one entry per source, takes only those episode indices of that source
     (in the order given; ``None``: all of it). All sources must share schema, fps and
     action meaning (:class:`SchemaMismatchError` otherwise). ``out`` gets the first
-    source's chunking, compression and free attrs, updated with ``attrs`` and a
+    source's chunking, compression, durability and free attrs, updated with ``attrs`` and a
     ``merged_from`` list. Returns ``out`` opened read-only.
     """
     if not sources:
@@ -66,6 +66,7 @@ def merge_stores(
             attrs=merged_attrs,
             chunk_frames=first.chunk_frames,
             compression=first.compression,
+            durable=first.durable,
         ) as dst:
             for k, src in enumerate(opened):
                 pick = episodes[k] if episodes is not None else None

@@ -6,8 +6,9 @@ Each trainable stage gets ``share / sum(shares of the stages left)`` of the budg
 left when it starts, so set-up, the latent cache and batch measurements eat into the
 later stages rather than overrunning the total (with ``--steps`` each stage gets its
 share of the steps). ``train_all.json`` in the model directory records the plan and every
-stage's outcome; :func:`run_all_stages` with ``resume`` skips finished stages and resumes
-the one that was running (the training loop continues it to its recorded budget).
+stage's outcome (a :class:`factory.stages.StageRun`); :func:`run_all_stages` with
+``resume`` skips finished stages and resumes the one that was running (the training loop
+continues it to its recorded budget).
 
 On CUDA each stage runs under :mod:`factory.train.accel` (bf16 autocast, channels_last,
 frames and latents on the device) with a batch size measured by
@@ -17,7 +18,7 @@ frames and latents on the device) with a batch size measured by
 from __future__ import annotations
 
 import dataclasses
-import json
+import functools
 import logging
 import math
 import time
@@ -31,6 +32,8 @@ import torch
 from factory.errors import FactoryError
 from factory.model.autoencoder import Autoencoder
 from factory.model.checkpoint import load_part, read_config
+from factory.model.files import TRAIN_ALL_FILE
+from factory.stages import StageFileError, StageRun
 from factory.train import object_state
 from factory.train.accel import AccelConfig, accelerated, hold_frames, is_cuda
 from factory.train.autoencoder import train_autoencoder
@@ -49,7 +52,7 @@ from factory.train.probe import train_probe
 
 log = logging.getLogger(__name__)
 
-STATE_FILE = "train_all.json"
+STATE_FILE = TRAIN_ALL_FILE
 STATE_FORMAT = "demofactory.train_all"
 STAGES = ("autoencoder", "latents", "dynamics", "heads", "decoder", "probe")
 TRAINED = ("autoencoder", "dynamics", "heads", "decoder", "probe", "renderer", "reader")
@@ -161,25 +164,24 @@ def budget_table(stages: tuple[str, ...], shares: StageShares) -> dict[str, floa
     return {s: shares.of(s) / total for s in trained}
 
 
-def read_state(out_dir: Path) -> dict[str, Any]:
-    """The run's ``train_all.json``; FactoryError when ``out_dir`` is no such run."""
+def _open_run(out_dir: Path) -> StageRun:
+    """The run recorded in ``out_dir``; FactoryError when ``out_dir`` is no such run."""
     path = out_dir / STATE_FILE
     try:
-        state = json.loads(path.read_text())
-    except (OSError, ValueError):
+        run = StageRun.load(path)
+    except StageFileError:
         raise FactoryError(
             f"--resume: {out_dir} is not a `factory train all` directory (no readable "
             f"{STATE_FILE}); drop --resume"
         ) from None
-    if state.get("format") != STATE_FORMAT:
+    if run.state.get("format") != STATE_FORMAT:
         raise FactoryError(f"--resume: {path} is not a {STATE_FORMAT} file")
-    return state
+    return run
 
 
-def _write_state(out_dir: Path, state: dict[str, Any]) -> None:
-    tmp = out_dir / (STATE_FILE + ".partial")
-    tmp.write_text(json.dumps(state, indent=1, sort_keys=True))
-    tmp.replace(out_dir / STATE_FILE)
+def read_state(out_dir: Path) -> dict[str, Any]:
+    """The run's ``train_all.json``; FactoryError when ``out_dir`` is no such run."""
+    return _open_run(out_dir).state
 
 
 def _train_cfg(stage: str, cfg: AllStagesConfig, batch: int | None) -> TrainConfig | None:
@@ -254,30 +256,29 @@ class _Run:
     cfg: AllStagesConfig
     total: Budget
     device: str
-    state: dict[str, Any]
+    record: StageRun
     stages: tuple[str, ...]
     on_progress: AllProgressFn | None
     t0: float = field(default_factory=time.monotonic)
 
-    def spent_s(self) -> float:
-        done = self.state["stages"].values()
-        return sum(float(s.get("wall_s", 0.0)) for s in done if s.get("status") == "done")
-
     def time_left(self, stage_t0: float) -> float | None:
         if self.total.minutes is None:
             return None
-        return self.total.minutes * 60.0 - self.spent_s() - (time.monotonic() - stage_t0)
+        spent = self.record.spent_s()
+        return self.total.minutes * 60.0 - spent - (time.monotonic() - stage_t0)
 
 
-def _new_state(data: EpisodeData, total: Budget, device: str, cfg: AllStagesConfig) -> dict:
-    return {
+def _new_run(
+    out_dir: Path, data: EpisodeData, total: Budget, device: str, cfg: AllStagesConfig
+) -> StageRun:
+    header = {
         "format": STATE_FORMAT,
         "data": data.source,
         "budget": {"minutes": total.minutes, "steps": total.steps},
         "device": device,
         "shares": dataclasses.asdict(cfg.shares),
-        "stages": {},
     }
+    return StageRun(out_dir / STATE_FILE, header)
 
 
 def _measure_batch(run: _Run, stage: str, budget: Budget, rec: dict[str, Any]) -> Budget:
@@ -300,24 +301,20 @@ def _measure_batch(run: _Run, stage: str, budget: Budget, rec: dict[str, Any]) -
     return Budget(minutes=max(minutes - choice.wall_s / 60.0, 0.01), steps=budget.steps)
 
 
-def _run_stage(run: _Run, stage: str) -> dict[str, Any]:
-    """Run (or resume) one stage; returns its summary (wall_s, steps, samples/s, ...)."""
-    rec = run.state["stages"].setdefault(stage, {})
+def _run_stage(run: _Run, stage: str, rec: dict[str, Any]) -> dict[str, Any]:
+    """Run (or resume) one stage, its record ``rec``; returns its summary (steps,
+    samples/s, ...). A record with a budget is a started stage: it resumes."""
     t0 = time.monotonic()
     if stage == "latents":
         metrics = _latents_stage(run.data, run.out_dir, run.device)
-        return {
-            "metrics": metrics,
-            "wall_s": time.monotonic() - t0,
-            "steps": 0,
-            "samples_per_s": metrics["samples_per_s"],
-        }
-    resume = rec.get("status") == "running"
-    done = {s for s, r in run.state["stages"].items() if r.get("status") == "done"}
+        return {"metrics": metrics, "steps": 0, "samples_per_s": metrics["samples_per_s"]}
+    resume = "budget" in rec
+    done = {s for s in run.stages if run.record.done(s)}
     if resume:
         budget = Budget(**rec["budget"])
     else:
-        budget = stage_budget(stage, run.stages, done, run.cfg.shares, run.total, run.spent_s())
+        spent = run.record.spent_s()
+        budget = stage_budget(stage, run.stages, done, run.cfg.shares, run.total, spent)
     index = run.stages.index(stage) + 1
 
     def on_progress(step: int, total: int | None, metrics: dict[str, float]) -> None:
@@ -328,8 +325,8 @@ def _run_stage(run: _Run, stage: str) -> dict[str, Any]:
     with accelerated(run.cfg.accel, run.device, budget.minutes):
         if "batch_size" not in rec and is_cuda(run.device) and run.cfg.batch.enabled:
             budget = _measure_batch(run, stage, budget, rec)
-        rec.update(status="running", budget=dataclasses.asdict(budget))
-        _write_state(run.out_dir, run.state)
+        rec["budget"] = dataclasses.asdict(budget)
+        run.record.save()
         tc = _train_cfg(stage, run.cfg, rec.get("batch_size"))
         call = stage_runner(
             stage, run.data, run.config, run.device, resume, run.cfg.dynamics_options
@@ -337,7 +334,6 @@ def _run_stage(run: _Run, stage: str) -> dict[str, Any]:
         metrics = call(run.out_dir, tc, budget, on_progress)
     return {
         "metrics": metrics,
-        "wall_s": time.monotonic() - t0,
         "steps": int(metrics.get("step", 0)),
         "samples_per_s": metrics.get("samples_per_s", 0.0),
         "batch_size": round(metrics["samples_per_s"] / metrics["steps_per_s"])
@@ -364,20 +360,18 @@ def run_all_stages(
     cfg = cfg or AllStagesConfig()
     cfg = dataclasses.replace(cfg, shares=dataclasses.replace(cfg.shares, kind=config.kind))
     out_dir.mkdir(parents=True, exist_ok=True)
-    state = read_state(out_dir) if resume else _new_state(data, total, device, cfg)
+    record = _open_run(out_dir) if resume else _new_run(out_dir, data, total, device, cfg)
+    state = record.state
     state["kind"] = config.kind
     stages = stages_for(config, data.task_state is not None)
     if is_cuda(device):
         data = dataclasses.replace(data, frames=hold_frames(data.frames, device, cfg.accel))
-    run = _Run(data, out_dir, config, cfg, total, device, state, stages, on_progress)
+    run = _Run(data, out_dir, config, cfg, total, device, record, stages, on_progress)
     t0 = time.monotonic()
     for stage in stages:
-        if state["stages"].get(stage, {}).get("status") == "done":
+        if not record.run(stage, functools.partial(_run_stage, run, stage)):
             continue
-        summary = _run_stage(run, stage)
-        state["stages"][stage].update(status="done", **summary)
-        _write_state(out_dir, state)
-        log.info("stage %s done in %.1f s", stage, summary["wall_s"])
+        log.info("stage %s done in %.1f s", stage, record.stage(stage)["wall_s"])
         if is_cuda(device):
             torch.cuda.empty_cache()
     return {

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import torch
 
+from factory.model.files import is_training_state
 from factory.train.loop import Budget, ProgressFn, TrainConfig
 
 log = logging.getLogger(__name__)
@@ -60,8 +61,7 @@ def scratch_copy(out_dir: Path) -> Path:
     shutil.rmtree(scratch, ignore_errors=True)
     scratch.mkdir(parents=True)
     for f in out_dir.iterdir():
-        skip = f.name.endswith((".optim.safetensors", ".state.json", ".partial"))
-        if not f.is_file() or skip or f.name == "train_all.json":
+        if not f.is_file() or is_training_state(f.name):
             continue
         if f.name.startswith("latents."):
             os.link(f, scratch / f.name)

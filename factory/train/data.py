@@ -145,7 +145,7 @@ def load_episode_data(path: Path, need_task_state: bool = False) -> EpisodeData:
             if key not in keys:
                 raise FactoryError(f"{path} has no data/{key} key; it cannot train a world model")
         if need_task_state and "gt_state" not in keys:
-            raise FactoryError(f"{path} has no data/gt_state; the probe needs the task state")
+            raise FactoryError(f"{path} has no data/gt_state; this stage learns the task state")
         if store.n_episodes == 0:
             raise FactoryError(f"{path} holds no episodes")
         wanted = ["image", "action", "state"] + (["gt_state"] if "gt_state" in keys else [])

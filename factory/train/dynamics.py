@@ -1,15 +1,23 @@
-"""Stage 2: train the latent dynamics (autoencoder frozen) by consistency training.
+"""Stage 2: train the latent dynamics (autoencoder frozen) on the config's objective.
 
 The dataset is encoded once with the frozen autoencoder (cached in the model directory as
 ``latents.cache.safetensors``, keyed by the autoencoder weights and the data). Each step
-samples windows of K+1 latents inside one episode (some padded at episode starts, as the
-rollout pads), noises the context (level ~ U(0, ctx_noise_max), Diffusion-Forcing style)
-and takes one improved-CT step on the target, plus the denoising regulariser
-(``ConsistencyConfig.denoise_weight``; pure CT learnt far too slowly on a CPU budget:
-held-out one-step error 3x worse than with it after 15 minutes). Late in training,
-``unroll_prob`` of the steps first roll the model forward 1..``unroll_steps`` frames on its
-own predictions and train on the next real frame from there (fights compounding error).
-A state head learns the robot state from real latents.
+samples windows of latents inside one episode (some padded at episode starts, as the
+rollout pads) and noises the context (level ~ U(ctx_noise_min, ctx_noise_max),
+Diffusion-Forcing style). Then, by ``DynamicsConfig.objective``:
+
+- ``x0`` (the shipped recipe, ``iws_unroll``): one jump from pure noise to the next
+  ``chunk`` latents, MSE, over ``grad_unroll`` chained predictions back-propagated through
+  the chain (:func:`x0_loss`);
+- ``consistency`` (the ``baseline`` recipe, the first shipped model): one improved-CT step
+  on the target plus the denoising regulariser (``ConsistencyConfig.denoise_weight``; pure
+  CT learnt far too slowly on a CPU budget: held-out one-step error 3x worse than with it
+  after 15 minutes) (:func:`dynamics_loss`).
+
+With ``unroll_steps`` > 0, ``unroll_prob`` of the steps late in training first roll the
+model forward 1..``unroll_steps`` frames on its own predictions, without gradients, and
+train on the next real frame from there (fights compounding error). A state head (and a
+task head with ``task_dim``) learns from real latents.
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 from torch import Tensor
 
+from factory.eval.metrics import reader_errors_torch
 from factory.model import consistency as cm
 from factory.model.autoencoder import Autoencoder
 from factory.model.checkpoint import check_parts_fit, load_part
@@ -54,7 +63,8 @@ DYNAMICS_TRAIN = TrainConfig(batch_size=16, lr=1e-3, warmup_steps=200)
 
 @dataclass(frozen=True)
 class DynamicsTrainOptions:
-    """Stage-2 knobs beyond the optimiser's."""
+    """Stage-2 knobs beyond the optimiser's. The defaults are the ``baseline`` recipe's;
+    the shipped recipe's (``iws_unroll``) are in :data:`factory.train.recipes.RECIPES`."""
 
     unroll_steps: int = 3
     unroll_start: float = 0.5
@@ -291,18 +301,21 @@ def evaluate_one_step(
     z, a, s = _batch(latents, data, dyn, idx, device)
     gen = torch.Generator(device=z.device).manual_seed(seed)
     pred = dyn.sample_next(z[:, :k], a[:, : k + dyn.cfg.chunk - 1], gen)
-    state_err = (dyn.read_state(z[:, k]) - dyn.denormalise_state(s[:, k])).norm(dim=1).mean()
+    block, truth = None, None
+    if dyn.task_head is not None and data.task_state is not None:
+        truth = torch.from_numpy(data.task_state[idx[:, k]]).float().to(z.device)
+        block = dyn.read_task(z[:, k])
+    errors = reader_errors_torch(
+        dyn.read_state(z[:, k]), dyn.denormalise_state(s[:, k]), block, truth
+    )
     out = {
         "mse": float((pred - z[:, k]).pow(2).mean()),
         "copy_mse": float((z[:, k - 1] - z[:, k]).pow(2).mean()),
-        "state_err": float(state_err),
+        "state_err": float(errors["agent_err_px"].mean()),
     }
-    if dyn.task_head is not None and data.task_state is not None:
-        truth = torch.from_numpy(data.task_state[idx[:, k]]).float().to(z.device)
-        read = dyn.read_task(z[:, k])
-        out["task_pos_err"] = float((read[:, :-1] - truth[:, :-1]).norm(dim=1).mean())
-        diff = torch.remainder(read[:, -1] - truth[:, -1] + torch.pi, 2 * torch.pi) - torch.pi
-        out["task_angle_err_deg"] = float(torch.rad2deg(diff.abs()).mean())
+    if "block_err_px" in errors:
+        out["task_pos_err"] = float(errors["block_err_px"].mean())
+        out["task_angle_err_deg"] = float(errors["angle_err_deg"].mean())
     dyn.train(was_training)
     return out
 

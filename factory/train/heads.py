@@ -10,13 +10,13 @@ weights are saved into the dynamics part.
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import numpy as np
 import torch
 from torch import Tensor
 
+from factory.eval.metrics import reader_errors
 from factory.model.autoencoder import Autoencoder
 from factory.model.checkpoint import load_part, read_config
 from factory.model.dynamics import Dynamics
@@ -55,15 +55,12 @@ def evaluate_heads(
     dyn.eval()
     z = latents[torch.from_numpy(frames)].float().to(device)
     agent = dyn.read_state(z).cpu().numpy()
-    out = {"agent_err_px": float(np.linalg.norm(agent - data.state[frames], axis=1).mean())}
+    block, truth = None, None
     if dyn.task_head is not None and data.task_state is not None:
-        pose = dyn.read_task(z).cpu().numpy()
-        truth = data.task_state[frames]
-        out["block_err_px"] = float(np.linalg.norm(pose[:, :2] - truth[:, :2], axis=1).mean())
-        diff = np.remainder(pose[:, 2] - truth[:, 2] + math.pi, 2 * math.pi) - math.pi
-        out["angle_err_deg"] = float(np.degrees(np.abs(diff)).mean())
+        block, truth = dyn.read_task(z).cpu().numpy(), data.task_state[frames]
     dyn.train()
-    return out
+    errors = reader_errors(agent, data.state[frames], block, truth)
+    return {k: float(v.mean()) for k, v in errors.items()}
 
 
 def train_heads(

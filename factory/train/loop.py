@@ -194,19 +194,11 @@ def run_training(
         for group in opt.param_groups:
             group["lr"] = lr_at(cfg, state.step, state.progress)
         metrics = step_fn(state)
-        opt.zero_grad(set_to_none=True)
-        metrics["loss"].backward()
-        if cfg.grad_clip > 0:
-            torch.nn.utils.clip_grad_norm_(
-                [p for g in opt.param_groups for p in g["params"]], cfg.grad_clip
-            )
-        opt.step()
+        _optimise(opt, metrics["loss"], cfg.grad_clip)
         state.step += 1
         state.elapsed_s = base_elapsed + time.monotonic() - t0
         state.cpu_s = base_cpu + time.process_time() - cpu0
-        for k, v in metrics.items():
-            val = float(v.detach()) if isinstance(v, Tensor) else float(v)
-            smooth[k] = val if k not in smooth else 0.9 * smooth[k] + 0.1 * val
+        _smooth(smooth, metrics)
         if on_progress is not None and state.step % max(cfg.log_every, 1) == 0:
             on_progress(state.step, total, dict(smooth, lr=opt.param_groups[0]["lr"]))
         if time.monotonic() - last_ckpt >= cfg.checkpoint_every_s:
@@ -223,6 +215,25 @@ def run_training(
         samples_per_s=(state.step - start_step) * cfg.batch_size / session,
     )
     return out
+
+
+def _optimise(opt: torch.optim.Optimizer, loss: Tensor, grad_clip: float) -> None:
+    """One optimiser step on ``loss`` (a scalar), its gradients clipped to ``grad_clip``
+    in norm when that is positive."""
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    if grad_clip > 0:
+        torch.nn.utils.clip_grad_norm_(
+            [p for g in opt.param_groups for p in g["params"]], grad_clip
+        )
+    opt.step()
+
+
+def _smooth(smooth: dict[str, float], metrics: dict[str, Tensor]) -> None:
+    """Fold one step's metrics into ``smooth`` (an exponential mean, weight 0.1)."""
+    for k, v in metrics.items():
+        val = float(v.detach()) if isinstance(v, Tensor) else float(v)
+        smooth[k] = val if k not in smooth else 0.9 * smooth[k] + 0.1 * val
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from factory.eval.metrics import reader_errors
 from factory.model.config import WorldModelConfig
 from factory.model.probe import StateProbe
 from factory.train.data import EpisodeData, evenly_spaced, sample_frames
@@ -56,14 +57,10 @@ def evaluate_probe(
     probe.eval()
     agent, block = probe.predict(torch.from_numpy(data.frames[pick]).to(device))
     probe.train(was_training)
-    true_a = torch.from_numpy(data.state[pick, :2]).to(device)
-    true_b = torch.from_numpy(data.task_state[pick, :3]).to(device)
-    d_ang = torch.remainder(block[:, 2] - true_b[:, 2] + torch.pi, 2 * torch.pi) - torch.pi
-    return {
-        "agent_err_px": float((agent - true_a).norm(dim=1).mean()),
-        "block_err_px": float((block[:, :2] - true_b[:, :2]).norm(dim=1).mean()),
-        "angle_err_deg": float(d_ang.abs().mean() * 180.0 / torch.pi),
-    }
+    errors = reader_errors(
+        agent.cpu().numpy(), data.state[pick, :2], block.cpu().numpy(), data.task_state[pick, :3]
+    )
+    return {k: float(v.mean()) for k, v in errors.items()}
 
 
 def train_probe(

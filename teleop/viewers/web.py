@@ -1,4 +1,5 @@
-"""The teleop web page: an aiohttp server on its own thread and event loop.
+"""The teleop web page: an aiohttp server on its own thread and event loop
+(:class:`teleop.viewers.serving.ThreadedAiohttpServer`).
 
 ``GET /`` serves the page (``static/index.html`` and ``static/teleop.js``); ``/ws`` is a
 websocket over which the server pushes each frame (a binary PNG message, then the HUD as
@@ -19,10 +20,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
 import json
 import logging
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -32,135 +31,62 @@ import numpy as np
 from factory.errors import FactoryError
 from teleop.sources.events import ConnectionEvent, EventBus
 from teleop.sources.web import parse_message
-from teleop.viewers.access import Access, url_host
 from teleop.viewers.base import Hud
+from teleop.viewers.serving import PortInUseError, ThreadedAiohttpServer
 
+__all__ = ["PortInUseError", "WebViewer"]
 log = logging.getLogger(__name__)
 
 STATIC = Path(__file__).resolve().parent / "static"
 PAGES = {"/": "index.html", "/teleop.js": "teleop.js"}
-START_TIMEOUT_S = 15.0
 
 
-class PortInUseError(FactoryError):
-    """The web viewer's port is taken."""
+class WebViewer(ThreadedAiohttpServer):
+    """Serves the teleop page and its websocket: frames from :meth:`show` out, the
+    operator's input into ``bus`` (``host``, ``port``, ``token``: as
+    :class:`ThreadedAiohttpServer`)."""
 
-
-class WebViewer:
-    """Serves the teleop page on ``host:port`` (port 0: any free port) to whoever holds
-    ``token`` (None: no token asked; the caller allows that on loopback only)."""
+    noun = "the teleop page"
+    thread_name = "teleop-web"
 
     def __init__(
         self, bus: EventBus, host: str = "127.0.0.1", port: int = 8765, token: str | None = None
     ) -> None:
+        super().__init__(host, port, token)
         self.bus = bus
-        self.host = host
-        self.port = int(port)
-        self.access = Access(token=token, host=host)
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-        self._runner: Any = None
         self._clients: dict[Any, asyncio.Event] = {}
         self._latest: tuple[bytes, str] | None = None
         self._encode: Any = None
 
     @property
-    def address(self) -> str:
-        """The page's URL without its token."""
-        return f"http://{url_host(self.host)}:{self.port}/"
-
-    @property
-    def location(self) -> str:
-        """The page's URL with its token: what the operator opens."""
-        return self.address + self.access.query()
-
-    @property
     def clients(self) -> int:
         return len(self._clients)
 
-    # -- lifecycle ------------------------------------------------------------------------
     def open(self) -> None:
         import cv2
 
         self._encode = cv2.imencode
-        ready = threading.Event()
-        failure: list[BaseException] = []
-        loop = asyncio.new_event_loop()
+        super().open()
 
-        def serve() -> None:
-            asyncio.set_event_loop(loop)
-            try:
-                loop.run_until_complete(self._start())
-            except BaseException as err:
-                failure.append(err)
-                ready.set()
-                loop.close()
-                return
-            ready.set()
-            loop.run_forever()
-            loop.run_until_complete(self._stop())
-            loop.close()
-
-        self._thread = threading.Thread(target=serve, name="teleop-web", daemon=True)
-        self._thread.start()
-        if not ready.wait(START_TIMEOUT_S):
-            raise FactoryError(f"the web page server did not start on {self.address}")
-        if failure:
-            self._thread.join()
-            self._thread = None
-            raise self._explain(failure[0]) from failure[0]
-        self._loop = loop
-        log.info("teleop page at %s", self.address)
-
-    def _explain(self, err: BaseException) -> FactoryError:
-        if isinstance(err, OSError) and err.errno == errno.EADDRINUSE:
-            return PortInUseError(
-                f"port {self.port} on {self.host} is already in use: pass --port with a free "
-                "port, or stop the program that holds it"
-            )
-        if isinstance(err, OSError):
-            return FactoryError(f"cannot serve the page on {self.host}:{self.port} ({err})")
-        return FactoryError(f"the web page server failed to start ({err!r})")
-
-    async def _start(self) -> None:
+    def _app(self) -> Any:
         from aiohttp import web
 
         app = web.Application()
         for route in PAGES:
             app.router.add_get(route, self._page)
         app.router.add_get("/ws", self._socket)
-        runner = web.AppRunner(app, access_log=None, shutdown_timeout=2.0)
-        await runner.setup()
-        site = web.TCPSite(runner, self.host, self.port)
-        try:
-            await site.start()
-        except BaseException:
-            await runner.cleanup()
-            raise
-        self._runner = runner
-        if self.port == 0:
-            self.port = int(runner.addresses[0][1])
+        return app
 
-    async def _stop(self) -> None:
+    async def _closing(self) -> None:
         for ws in list(self._clients):
             with contextlib.suppress(Exception):
                 await ws.close()
-        if self._runner is not None:
-            await self._runner.cleanup()
-
-    def close(self) -> None:
-        loop, self._loop = self._loop, None
-        if loop is not None:
-            loop.call_soon_threadsafe(loop.stop)
-        if self._thread is not None:
-            self._thread.join(timeout=5.0)
-            self._thread = None
 
     # -- frames ---------------------------------------------------------------------------
     def show(self, frame: np.ndarray, hud: Hud) -> float:
         loop = self._loop
         if loop is None:
-            raise FactoryError("the web page server is not running")
+            raise FactoryError(f"{self.noun} server is not running")
         if self._clients:
             ok, png = self._encode(".png", np.ascontiguousarray(frame[..., ::-1]))
             if ok:

@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from factory.eval.metrics import reader_errors_torch
 from factory.model.object_state.config import ReaderConfig
 from factory.model.object_state.geometry import wrap_angle
 from factory.model.object_state.renderer import SpriteRenderer
@@ -68,12 +69,12 @@ class StateReader(nn.Module):
         scale = torch.tensor([1, 1, 1, 1, 0.1, 0.1], device=frames.device) * self.board / 50
         loss = (((out - target) * scale) ** 2).mean()
         with torch.no_grad():
-            err = (out[:, :4] - target[:, :4]) * self.board
-            ang = wrap_angle(torch.atan2(out[:, 5], out[:, 4]) - states[:, 4]).abs()
+            read = torch.cat([out[:, :4] * self.board, torch.atan2(out[:, 5:], out[:, 4:5])], 1)
+            err = reader_errors_torch(read[:, :2], states[:, :2], read[:, 2:], states[:, 2:5])
         return loss, {
-            "agent_px": err[:, :2].norm(dim=-1).mean(),
-            "block_px": err[:, 2:].norm(dim=-1).mean(),
-            "angle_deg": torch.rad2deg(ang).mean(),
+            "agent_px": err["agent_err_px"].mean(),
+            "block_px": err["block_err_px"].mean(),
+            "angle_deg": err["angle_err_deg"].mean(),
         }
 
 

@@ -99,9 +99,9 @@ class DemofactoryEnv(EnvConfig):
         ``use_async_envs`` is accepted and ignored: the rows are one batched model in this
         process. Bad input exits with one line (:class:`PluginInputError`).
         """
+        from exporters.lerobot_plugin import PluginInputError, open_world
         from factory.envs.model_vector_env import OBS_TYPES, ModelVectorEnv, VectorEnvOptions
         from factory.errors import FactoryError
-        from pipelines.lerobot_plugin import PluginInputError, open_world
 
         if self.obs_type not in OBS_TYPES:
             kinds = ", ".join(OBS_TYPES)

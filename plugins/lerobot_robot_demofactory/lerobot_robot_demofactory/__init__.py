@@ -75,7 +75,7 @@ class DemofactoryRobot(Robot):
     name = ROBOT_TYPE
 
     def __init__(self, config: DemofactoryRobotConfig) -> None:
-        from pipelines.lerobot_plugin import PluginInputError, check_device, check_model_dir
+        from exporters.lerobot_plugin import PluginInputError, check_device, check_model_dir
 
         super().__init__(config)
         self.config = config
@@ -124,7 +124,7 @@ class DemofactoryRobot(Robot):
         """Load the model (one-line exit on bad input) and reset from a seeded frame."""
         from lerobot.utils.errors import DeviceAlreadyConnectedError
 
-        from pipelines.lerobot_plugin import open_world
+        from exporters.lerobot_plugin import open_world
 
         if self.world is not None:
             raise DeviceAlreadyConnectedError(f"{self} is already connected")

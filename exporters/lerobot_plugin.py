@@ -58,7 +58,7 @@ def open_world(model: str | Path | None, device: str, batch_size: int, seed: int
     """A batch-``batch_size`` PushT :class:`ModelWorld` of ``model`` on ``device``.
 
     Raises :class:`PluginInputError` for a missing or unreadable model, an unknown
-    device, or a model that does not fit PushT (actions (x, y), a probe part).
+    device, or a model that does not fit PushT (actions (x, y), a way to read the task state).
     """
     from factory.model.files import load_model
 

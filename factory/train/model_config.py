@@ -1,0 +1,46 @@
+"""A latent-grid model's config sized to its training data, and the check that an existing
+model directory's config fits the data (frame size, action and robot-state dims)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from factory.errors import ModelError
+from factory.model import WorldModelConfig
+from factory.train.data import EpisodeData
+
+
+def default_config(data: EpisodeData) -> WorldModelConfig:
+    """The default model config, sized to the data's frames, actions and robot state."""
+    h, w = data.image_shape[:2]
+    base = WorldModelConfig()
+    ae = dataclasses.replace(base.autoencoder, image_size=(h, w))
+    dyn = dataclasses.replace(
+        base.dynamics,
+        latent_size=ae.latent_size,
+        latent_channels=ae.latent_channels,
+        action_dim=int(data.actions.shape[1]),
+        state_dim=int(data.state.shape[1]),
+    )
+    probe = dataclasses.replace(base.probe, image_size=(h, w))
+    return dataclasses.replace(base, autoencoder=ae, dynamics=dyn, probe=probe, fps=base.fps)
+
+
+def check_fits(config: WorldModelConfig, data: EpisodeData) -> None:
+    """Refuse (:class:`ModelError`) a model directory whose frame size or action/state dims
+    differ from the data."""
+    if tuple(config.image_shape) != tuple(data.image_shape):
+        raise ModelError(
+            f"the model directory is for frames {tuple(config.image_shape)}, the data has "
+            f"{tuple(data.image_shape)}; use another --out"
+        )
+    dims = {
+        "action": (config.action_dim, data.actions.shape[1]),
+        "state": (config.dynamics.state_dim, data.state.shape[1]),
+    }
+    for name, (model_dim, data_dim) in dims.items():
+        if model_dim != data_dim:
+            raise ModelError(
+                f"the model directory has {name} dim {model_dim}, the data has {data_dim}; "
+                "use another --out"
+            )
