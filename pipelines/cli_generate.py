@@ -29,6 +29,13 @@ def generate(
     steps: Annotated[int, typer.Option(help="Steps per episode (replay: its length).")] = 200,
     batch_size: Annotated[int, typer.Option(help="Episodes per forward pass, per worker.")] = 16,
     workers: Annotated[int, typer.Option(help="Ray actors, one model replica each.")] = 1,
+    gpus_per_worker: Annotated[
+        float | None,
+        typer.Option(
+            help="GPUs each worker asks Ray for (0.25: four share a GPU; 0: CPU workers). "
+            "Default: one where the cluster has GPUs."
+        ),
+    ] = None,
     ray_address: Annotated[
         str | None, typer.Option(help="Ray cluster (HOST:6379 or auto); default: local.")
     ] = None,
@@ -49,10 +56,12 @@ def generate(
     json_out: Annotated[bool, typer.Option("--json", help="Print a JSON summary.")] = False,
 ) -> None:
     """Generate episodes inside the world model on Ray workers, into one store."""
+    from factory.gen.placement import check_gpus_per_worker
     from factory.gen.plan import GenerateConfig
     from factory.gen.writer import GenProgress
     from pipelines.generate import execute_generate, prepare_generate, summary_line
 
+    check_gpus_per_worker(gpus_per_worker, device)
     cfg = GenerateConfig(
         out=out,
         generator=generator,
@@ -72,6 +81,7 @@ def generate(
         replay_time_warp=time_warp,
         context=context,
         device=device,
+        gpus_per_worker=gpus_per_worker,
     )
     plan = prepare_generate(cfg)
     with LazyBar(f"generate {generator}") as bar:

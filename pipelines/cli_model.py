@@ -139,10 +139,18 @@ def eval_fidelity(
     permanence_starts: Annotated[
         int, typer.Option(help="Starts of the block-at-rest permanence check (0: skip).")
     ] = 8,
+    horizons: Annotated[
+        str,
+        typer.Option(
+            help="Replay horizons, steps after the context (comma list); those no episode "
+            "holds are skipped, with the reason."
+        ),
+    ] = "1,10,50,100",
     device: Annotated[str, typer.Option(help="auto | cpu | cuda[:N].")] = "auto",
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Frame, task-state and long-horizon fidelity against the ground truth."""
+    from factory.eval.fidelity import parse_horizons
     from pipelines.eval_fidelity import FidelityRequest, run_fidelity
 
     req = FidelityRequest(
@@ -153,6 +161,7 @@ def eval_fidelity(
         stability_frames=stability_frames,
         permanence_starts=permanence_starts,
         device=device,
+        horizons=parse_horizons(horizons),
     )
     with LazyBar("stability rollout") as bar:
         result = run_fidelity(req, lambda _n, done, total: bar.update(done, total))
@@ -245,7 +254,10 @@ def model_pack(
         sources[name] = Path(where)
     if not sources:
         raise FactoryError("nothing to pack: give --from DIR and/or --part PART=DIR")
-    pack_model(sources, out, overwrite=overwrite)
+    try:
+        pack_model(sources, out, overwrite=overwrite)
+    except FileNotFoundError as err:  # a config.json that lists a part whose file is gone
+        raise FactoryError(f"cannot pack: {err.filename} is missing") from None
     size = sum(f.stat().st_size for f in out.iterdir()) / 2**20
     err_console.print(
         f"[bold green]packed[/] {', '.join(sorted(sources))} into {out} ({size:.1f} MB)"

@@ -83,7 +83,12 @@ def _replay_sources(cfg: CollectConfig) -> list[tuple[np.ndarray, np.ndarray]]:
         out = []
         for ep in src:
             config = np.concatenate([ep["state"][0], ep["gt_state"][0]]).astype(np.float64)
-            out.append((np.asarray(ep["action"], np.float32), config))
+            actions = np.asarray(ep["action"], np.float32)
+            try:  # the replay generator's own checks (finite actions and config), up front
+                make_generator("replay", actions=actions, config=config)
+            except FactoryError as err:
+                raise FactoryError(f"{cfg.source} episode {ep.index}: {err}") from None
+            out.append((actions, config))
     if not out:
         raise FactoryError(f"{cfg.source} holds no episodes to replay")
     return out
@@ -137,12 +142,15 @@ def prepare_collect(cfg: CollectConfig) -> CollectPlan:
     """Validate everything and open the output, before any episode runs.
 
     All bad input (unknown env or generator, N <= 0, an existing output without
-    ``append``, another schema, a locked store, a missing replay source) raises here.
+    ``append``, another schema, a locked store, a missing replay source or one with
+    non-finite actions) raises here.
     """
     if cfg.workers < 1:
         raise FactoryError(f"--workers must be >= 1, got {cfg.workers}")
     if cfg.episodes <= 0:
         raise FactoryError(f"--episodes must be positive, got {cfg.episodes}")
+    if cfg.steps <= 0:
+        raise FactoryError(f"--steps must be positive, got {cfg.steps}")
     make_generator(cfg.generator, **_probe_params(cfg))  # fail fast on an unknown generator
     spec = _worker_world(cfg.env, cfg.resolution).spec
     check_output(cfg.out, spec, cfg.resolution, cfg.append)

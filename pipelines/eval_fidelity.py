@@ -10,12 +10,20 @@ baseline; the frame reader's errors on real frames (``reader``; its quotable sum
 naming the reader, ``reader_real``); the permanence check (a block at rest with the agent
 held still, :mod:`factory.eval.permanence`); and a long closed-loop stability rollout
 under ``play`` actions.
+
+Short episodes (real robot datasets often have them) are replayed to the longest asked
+horizon they hold, and each horizon is scored on the episodes that reach it (its row's
+``episodes``); a horizon no episode holds is listed in ``horizons_skipped`` with the
+reason. Only a store where no asked horizon fits any episode is refused. The permanence
+check needs one window of ``context`` frames with the agent clear of a block at rest
+(else it reports ``starts`` 0 and why it was ``skipped``); the stability run starts from
+the ground truth and needs no particular episode length.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,16 +33,19 @@ import numpy as np
 from factory.device import resolve_device
 from factory.eval.fidelity import (
     HORIZONS,
+    ReplayPlan,
+    ReplaySet,
     horizon_metrics,
+    plan_replay,
     reader_metrics,
     reconstruction_metrics,
-    replay_set,
     rollout_replay,
 )
 from factory.eval.permanence import PermanenceConfig, permanence_metrics
 from factory.eval.stability import stability_run
 from factory.eval.task_state import reader_real_summary
 from factory.model.files import load_model
+from factory.model.protocol import RolloutModel
 from factory.store import EpisodeStore
 
 log = logging.getLogger(__name__)
@@ -54,63 +65,100 @@ class FidelityRequest:
     device: str = "auto"
     seed: int = 0
     permanence_starts: int = 8  # 0: skip the permanence check
+    horizons: tuple[int, ...] = HORIZONS  # replay horizons (steps after the context)
 
 
 def run_fidelity(req: FidelityRequest, on_progress: Progress | None = None) -> dict[str, Any]:
     """All fidelity metrics as one JSON-able dict (keys: recon_psnr, recon_iou, horizons,
-    ...)."""
-    from factory.errors import FactoryError
-
-    if req.episodes <= 0:
-        raise FactoryError(f"--episodes must be positive, got {req.episodes}")
-    if req.permanence_starts < 0:
-        raise FactoryError(f"--permanence-starts must be >= 0, got {req.permanence_starts}")
+    horizons_skipped when some asked horizon fits no episode, ...)."""
+    _check_request(req)
     model, model_id = load_model(req.model, resolve_device(req.device))
     with EpisodeStore.open(req.data) as store:
-        for key in ("image", "action", "gt_state"):
-            if key not in store.schema.keys:
-                raise FactoryError(f"{req.data} has no data/{key}; fidelity needs real episodes")
-        model.check_compatible(
-            action_dim=store.schema.keys["action"].shape[0],
-            image_shape=store.schema.keys["image"].shape,
-        )
+        _check_store(req.data, store, model)
         context = req.context or model.context
-        rs = replay_set(store, req.episodes, context, max(HORIZONS))
+        plan = plan_replay(store, req.episodes, context, req.horizons)
         reference = _reference_frames(store)
         has_state = "state" in store.schema.keys
         reader = reader_metrics(model, store) if has_state else None
-        permanence = None
-        if has_state and req.permanence_starts > 0:
-            pcfg = PermanenceConfig(starts=req.permanence_starts, seed=req.seed)
-            permanence = permanence_metrics(model, store, context, pcfg)
-    replayed = rollout_replay(model, rs, seed=req.seed)
+        permanence = _permanence(model, store, context, req) if has_state else None
+    replays = [(rs, rollout_replay(model, rs, seed=req.seed)) for rs in plan.groups.values()]
     result: dict[str, Any] = {
         "model": model_id,
         "kind": model.kind,
         "data": str(req.data),
-        "episodes": len(rs.frames),
+        "episodes": plan.n_episodes,
     }
-    states = rs.world_states()
-    flat = rs.frames.reshape(-1, *rs.frames.shape[2:])
-    flat_states = None if states is None else states.reshape(-1, states.shape[-1])
-    result.update(reconstruction_metrics(model, flat, flat_states))
-    result["horizons"] = horizon_metrics(rs, replayed)
-    if model.starts_from_states and states is not None:
+    result.update(_reconstruction(model, plan))
+    result["horizons"] = horizon_metrics(replays, req.horizons)
+    if plan.skipped:
+        result["horizons_skipped"] = {str(h): why for h, why in plan.skipped.items()}
+    if model.starts_from_states and all(rs.state is not None for rs, _ in replays):
         # the same replay started from the reader's reading of the context frames
-        read = rollout_replay(model, rs, seed=req.seed, from_frames=True)
-        result["horizons_read_start"] = horizon_metrics(rs, read)
+        read = [(rs, rollout_replay(model, rs, req.seed, from_frames=True)) for rs, _ in replays]
+        result["horizons_read_start"] = horizon_metrics(read, req.horizons)
     if reader is not None:
         result["reader"] = reader
         result["reader_real"] = reader_real_summary(reader, model.frame_reader)
     if permanence is not None:
         result["permanence"] = permanence
     if req.video is not None:
-        write_side_by_side(req.video, rs.frames[:, rs.context - 1 :], replayed.frames)
+        write_side_by_side(
+            req.video, [(rs.frames[:, rs.context - 1 :], r.frames) for rs, r in replays]
+        )
         result["video"] = str(req.video)
     if req.stability_frames > 0:
         result["stability"] = stability_run(
             model, model_id, reference, req.stability_frames, req.seed, on_progress
         )
+    return result
+
+
+def _check_request(req: FidelityRequest) -> None:
+    from factory.errors import FactoryError
+
+    if req.episodes <= 0:
+        raise FactoryError(f"--episodes must be positive, got {req.episodes}")
+    if req.permanence_starts < 0:
+        raise FactoryError(f"--permanence-starts must be >= 0, got {req.permanence_starts}")
+    if not req.horizons or min(req.horizons) <= 0:
+        raise FactoryError(f"--horizons must be positive step counts, got {list(req.horizons)}")
+
+
+def _check_store(path: Path, store: EpisodeStore, model: RolloutModel) -> None:
+    from factory.errors import FactoryError
+
+    for key in ("image", "action", "gt_state"):
+        if key not in store.schema.keys:
+            raise FactoryError(f"{path} has no data/{key}; fidelity needs real episodes")
+    model.check_compatible(
+        action_dim=store.schema.keys["action"].shape[0],
+        image_shape=store.schema.keys["image"].shape,
+    )
+
+
+def _reconstruction(model: RolloutModel, plan: ReplayPlan) -> dict[str, float | str]:
+    """:func:`reconstruction_metrics` on every frame of every replayed window."""
+    groups: list[ReplaySet] = list(plan.groups.values())
+    frames = np.concatenate([rs.frames.reshape(-1, *rs.frames.shape[2:]) for rs in groups])
+    states = [rs.world_states() for rs in groups]
+    flat_states = None
+    if all(s is not None for s in states):
+        flat_states = np.concatenate([s.reshape(-1, s.shape[-1]) for s in states if s is not None])
+    return reconstruction_metrics(model, frames, flat_states)
+
+
+def _permanence(
+    model: RolloutModel, store: EpisodeStore, context: int, req: FidelityRequest
+) -> dict[str, Any] | None:
+    """The permanence check (None when ``req.permanence_starts`` is 0); on a store with no
+    qualifying start (short episodes have few), ``starts`` 0 and why it was ``skipped``.
+    Its rollouts are the model's own, so they need no episode longer than ``context``."""
+    if req.permanence_starts == 0:
+        return None
+    cfg = PermanenceConfig(starts=req.permanence_starts, seed=req.seed)
+    result = permanence_metrics(model, store, context, cfg)
+    if not result["starts"]:
+        result["skipped"] = f"no window of {context} frames with the agent clear of a block at rest"
     return result
 
 
@@ -121,16 +169,19 @@ def _reference_frames(store: EpisodeStore, episodes: int = 50, stride: int = 5) 
     return np.concatenate([store.episode(int(i))["image"][::stride] for i in picks])
 
 
-def write_side_by_side(path: Path, real: np.ndarray, generated: np.ndarray, fps: int = 10) -> None:
-    """An mp4 of real | generated, episode after episode (up to 4 episodes).
+def write_side_by_side(
+    path: Path, pairs: Sequence[tuple[np.ndarray, np.ndarray]], fps: int = 10
+) -> None:
+    """An mp4 of real | generated, episode after episode (up to 4 episodes in all).
 
-    real: (E, T', H, W, 3) uint8 with T' >= T; generated: (E, T, H, W, 3) uint8.
+    pairs: (real (E, T', H, W, 3), generated (E, T, H, W, 3)) uint8 with T' > T, real[:, 0]
+    the last context frame; one pair per replay group.
     """
     import imageio.v2 as imageio
 
-    t = generated.shape[1]
+    episodes = [(r, g) for real, gen in pairs for r, g in zip(real, gen, strict=True)][:4]
     with imageio.get_writer(str(path), fps=fps, macro_block_size=1) as writer:
-        for e in range(min(4, len(generated))):
-            for i in range(t):
-                pair = np.concatenate([real[e, i + 1], generated[e, i]], axis=1)
+        for real_ep, gen_ep in episodes:
+            for i in range(len(gen_ep)):
+                pair = np.concatenate([real_ep[i + 1], gen_ep[i]], axis=1)
                 writer.append_data(np.repeat(np.repeat(pair, 3, axis=0), 3, axis=1))  # type: ignore[attr-defined]

@@ -41,9 +41,33 @@ def check_ray_address(address: str | None) -> None:
 
 
 def prepare_generate(cfg: GenerateConfig) -> GeneratePlan:
-    """Refuse an unreachable ``--ray-address``, then plan the run (:func:`plan_generate`)."""
+    """Refuse an unreachable ``--ray-address``, then plan the run (:func:`plan_generate`)
+    and check what the workers would only find after Ray starts (:func:`check_before_ray`)."""
     check_ray_address(cfg.ray_address)
-    return plan_generate(cfg)
+    plan = plan_generate(cfg)
+    try:
+        check_before_ray(plan)
+    except BaseException:
+        plan.close()
+        raise
+    return plan
+
+
+def check_before_ray(plan: GeneratePlan) -> None:
+    """Load the model once on the CPU and build each replay job's generator, so unreadable
+    weights and non-finite replayed actions are refused before Ray starts."""
+    from factory.generators import make_generator
+    from factory.model import load_model_dir
+
+    load_model_dir(plan.model_dir, device="cpu")
+    for job in plan.jobs:
+        if job.generator != "replay":
+            continue
+        try:
+            make_generator("replay", **job.generator_params)
+        except FactoryError as err:
+            where = f"{plan.cfg.source} episode {job.extra.get('source_episode')}"
+            raise FactoryError(f"{where}: {err}") from None
 
 
 def execute_generate(

@@ -1,7 +1,8 @@
 """Ray side of ``factory generate``: worker actors, the job queue, and fault tolerance.
 
-Each worker actor holds one model replica (``num_gpus=1`` where the cluster has GPUs, else
-``cpus_per_worker`` CPUs) and runs a :class:`factory.gen.RolloutEngine` that pulls jobs
+Each worker actor holds one model replica (one GPU where the cluster has GPUs, or the
+share ``--gpus-per-worker`` asks for, else ``cpus_per_worker`` CPUs:
+:mod:`factory.gen.placement`) and runs a :class:`factory.gen.RolloutEngine` that pulls jobs
 from one shared queue actor as its slots free up, streaming each finished episode back
 (a Ray streaming generator). The driver is the only writer. When a worker dies, a
 replacement starts (up to ``max_restarts``); the jobs it had taken are found by seed once
@@ -11,6 +12,10 @@ ends with exactly the planned episodes, none twice.
 The model (and a policy checkpoint) travel to the workers through Ray's object store (as
 bytes: :mod:`factory.model.shipping`), so only the driver needs the model directory, the
 output store and any ``--source`` store.
+
+A worker runs on the GPU Ray gave it, or on the CPU when Ray gave it none
+(:func:`worker_device`); one given a GPU where torch has no CUDA refuses to start, and the
+run stops with that one line, rather than silently generating on the CPU.
 """
 
 from __future__ import annotations
@@ -37,8 +42,44 @@ if TYPE_CHECKING:  # types only: a worker process need not import the planning m
 log = logging.getLogger(__name__)
 
 
+def worker_device(requested: str, gpu_ids: list[str], cuda: bool, node: str = "") -> str:
+    """The torch device of a worker that asked for ``requested`` (auto | cpu | cuda[:N])
+    and was given GPUs ``gpu_ids`` by Ray, where ``cuda`` says whether torch sees CUDA.
+
+    Given a GPU: ``cuda`` (Ray's CUDA_VISIBLE_DEVICES shows the worker its own GPU only,
+    as device 0), or a :class:`FactoryError` where torch has no CUDA. Given none: ``cpu``
+    (``--device cuda`` without a GPU is refused before any worker starts).
+    """
+    if gpu_ids:
+        if not cuda:
+            where = f" on node {node[:12]}" if node else ""
+            raise FactoryError(
+                f"Ray gave a generate worker GPU {','.join(gpu_ids)}{where} but torch there "
+                "has no CUDA (torch.cuda.is_available() is False: a CPU-only torch or no "
+                "NVIDIA driver); fix that node, or run with --gpus-per-worker 0"
+            )
+        return "cuda"
+    if requested.startswith("cuda"):
+        raise FactoryError(f"--device {requested} but Ray gave this worker no GPU")
+    return "cpu"
+
+
+def placement() -> dict[str, Any]:
+    """Where the calling Ray worker runs: its node id and the GPU ids Ray gave it."""
+    import ray
+
+    ctx = ray.get_runtime_context()
+    gpus = [str(g) for g in ctx.get_accelerator_ids().get("GPU", [])]
+    return {"node": ctx.get_node_id(), "gpus": gpus}
+
+
 class GenWorker:
-    """One model replica and its rollout engine (wrapped by ``ray.remote`` at run time)."""
+    """One model replica and its rollout engine (wrapped by ``ray.remote`` at run time).
+
+    A worker that cannot use the device Ray gave it keeps the reason and raises it from
+    :meth:`ready` (a :class:`FactoryError` the driver reports as one line), not from its
+    constructor (Ray would report a dead actor with a traceback).
+    """
 
     def __init__(
         self,
@@ -57,8 +98,13 @@ class GenWorker:
         from factory.model import load_model_dir
 
         torch.set_num_threads(max(1, threads))
-        if device == "auto":
-            device = "cuda" if torch.cuda.is_available() else "cpu"
+        self.error: str | None = None
+        where = placement()
+        try:
+            device = worker_device(device, where["gpus"], torch.cuda.is_available(), where["node"])
+        except FactoryError as err:
+            self.error = str(err)
+            return
         self.device = device
         self._tmp = tempfile.TemporaryDirectory(prefix="demofactory-gen-")
         root = Path(self._tmp.name)
@@ -71,10 +117,13 @@ class GenWorker:
         self._warm_up(batch_size)
 
     def _warm_up(self, batch_size: int) -> None:
-        """Run B two-step play episodes: imports, allocations and first passes happen now,
-        in start-up, not in the first real episodes."""
-        import factory.generators.expert
+        """Run B two-step play episodes and build the expert's stroke tables: imports,
+        allocations, first passes and caches happen now, in start-up, not in the first real
+        episodes."""
         import factory.generators.replay  # noqa: F401  (import now, not on the first job)
+        from factory.generators.expert import ExpertGenerator
+
+        ExpertGenerator().planner.warm_strokes()  # the default expert's stroke sets, ~0.4 s
 
         warm = [GenJob(i, "play", {}, 2) for i in range(batch_size)]
         for _ in self.engine.run(warm):
@@ -88,10 +137,11 @@ class GenWorker:
             params.setdefault("device", self.device)
         return make_generator(name, **params)
 
-    def ready(self) -> dict[str, str]:
-        import ray
-
-        return {"device": self.device, "node": ray.get_runtime_context().get_node_id()}
+    def ready(self) -> dict[str, Any]:
+        """{device, node, gpus}, once the model is loaded; raises why it could not be."""
+        if self.error is not None:
+            raise FactoryError(self.error)
+        return {"device": self.device, **placement()}
 
     def run(self, queue: Any) -> Iterator[GeneratedEpisode]:
         """Generate jobs taken from ``queue`` until it is empty; yield each episode."""
@@ -148,28 +198,22 @@ def connect(address: str | None) -> bool:
 
 
 def _worker_options(cfg: Any) -> dict[str, Any]:
-    """One GPU per worker when the cluster has GPUs, else ``cpus_per_worker`` CPUs."""
+    """Each worker's Ray resources on this cluster: see
+    :func:`factory.gen.placement.worker_options`."""
     import ray
 
-    res = ray.cluster_resources()
-    if cfg.device.startswith("cuda") and res.get("GPU", 0) < 1:
-        raise FactoryError(f"--device {cfg.device} but the Ray cluster has no GPU; use auto")
-    if res.get("GPU", 0) >= 1 and cfg.device != "cpu":
-        if res["GPU"] < cfg.workers:
-            raise FactoryError(f"--workers {cfg.workers} but the cluster has {res['GPU']} GPUs")
-        return {"num_gpus": 1, "num_cpus": 1, "scheduling_strategy": "SPREAD"}
-    if res.get("CPU", 0) < cfg.workers * cfg.cpus_per_worker:
-        raise FactoryError(
-            f"--workers {cfg.workers} need {cfg.workers * cfg.cpus_per_worker:g} CPUs but the "
-            f"Ray cluster has {res.get('CPU', 0):g}; use fewer workers"
-        )
-    return {"num_cpus": cfg.cpus_per_worker, "scheduling_strategy": "SPREAD"}
+    from factory.gen.placement import worker_options
+
+    nodes = [n for n in ray.nodes() if n.get("Alive")]
+    node_gpus = [float(n.get("Resources", {}).get("GPU", 0)) for n in nodes]
+    return worker_options(cfg, ray.cluster_resources(), node_gpus)
 
 
 class Pool:
-    """The worker actors, their streams and the shared job queue."""
+    """The worker actors, their streams and the shared job queue. ``worker_cls``: the actor
+    class (:class:`GenWorker`; a test may place stand-ins that load no model)."""
 
-    def __init__(self, plan: GeneratePlan) -> None:
+    def __init__(self, plan: GeneratePlan, worker_cls: type = GenWorker) -> None:
         import ray
         from ray.util.queue import Queue
 
@@ -180,7 +224,7 @@ class Pool:
         self.policy_ref = ray.put(pack_dir(cfg.policy)) if cfg.policy is not None else None
         self.queue = Queue(actor_options={"num_cpus": 0})
         self.queue.size()  # wait until the queue actor runs (startup, not generation)
-        self.actor_cls = ray.remote(GenWorker)
+        self.actor_cls: Any = ray.remote(worker_cls)
         self.run_id = uuid.uuid4().hex[:8]
         self.workers: dict[str, Any] = {}
         self.streams: dict[str, Any] = {}
@@ -188,11 +232,10 @@ class Pool:
         self.restarts = 0
         self.requeued = 0
         self.nodes: set[str] = set()
+        self.placement: dict[str, dict[str, Any]] = {}  # worker name -> {device, node, gpus}
 
     def spawn(self, n: int = 1) -> list[str]:
         """Start ``n`` workers (in parallel) and wait until each has loaded its model."""
-        import ray
-
         names = []
         for _ in range(n):
             name = f"demofactory-gen-{self.run_id}-{self.spawned}"
@@ -209,8 +252,9 @@ class Pool:
             )
             self.spawned += 1
             names.append(name)
-        infos = ray.get([self.workers[n].ready.remote() for n in names])
+        infos = _get_or_refuse([self.workers[n].ready.remote() for n in names])
         self.nodes.update(info["node"] for info in infos)
+        self.placement.update(zip(names, infos, strict=True))
         return names
 
     def start_stream(self, name: str) -> None:
@@ -239,6 +283,19 @@ class Pool:
         for actor in self.workers.values():
             ray.kill(actor)
         self.queue.shutdown(force=True)
+
+
+def _get_or_refuse(refs: list[Any]) -> list[Any]:
+    """``ray.get(refs)``; a :class:`FactoryError` raised in a worker comes back as one."""
+    import ray
+    from ray.exceptions import RayTaskError
+
+    try:
+        return list(ray.get(refs))
+    except RayTaskError as err:
+        if isinstance(err.cause, FactoryError):
+            raise FactoryError(str(err.cause)) from None
+        raise
 
 
 def _next_episode(pool: Pool, name: str) -> GeneratedEpisode | None:
@@ -288,6 +345,8 @@ def run_on_ray(plan: GeneratePlan, writer: Writer) -> dict[str, Any]:
         "requeued": pool.requeued,
         "worker_nodes": len(pool.nodes),
         "device": "gpu" if "num_gpus" in pool.options else "cpu",
+        "gpus_per_worker": pool.options.get("num_gpus", 0),
+        "placement": [{"worker": name, **info} for name, info in pool.placement.items()],
     }
 
 

@@ -177,6 +177,14 @@ def initial_conditions(cfg: TeleopConfig, spec: WorldSpec) -> Iterator[InitialCo
             for i in itertools.count()
         )
     stored = _stored_initials(cfg.reset_from, spec)
+    if cfg.device == "scripted" and cfg.generator == "replay":
+        for initial in stored:  # refused before the store opens, not by the first episode
+            acts = initial.actions
+            if acts is None or not np.isfinite(acts).all():
+                what = "no actions" if acts is None else "non-finite actions (NaN or inf)"
+                raise FactoryError(
+                    f"{initial.label} has {what}; --generator replay needs finite ones"
+                )
     return (
         dataclasses.replace(stored[i % len(stored)], seed=cfg.seed + i) for i in itertools.count()
     )

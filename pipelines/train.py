@@ -23,7 +23,7 @@ from typing import Any
 
 from factory.device import resolve_device
 from factory.errors import FactoryError, ModelError
-from factory.model import read_config
+from factory.model import load_part, read_config
 from factory.model.registry import get_kind
 from factory.train import Budget, EpisodeData
 from factory.train.all_stages import stage_runner
@@ -96,6 +96,16 @@ def _config_for_kind(req: TrainRequest, data: EpisodeData, kind: str) -> Any:
     return get_kind(kind).resized(get_kind(kind).default_config(), data.image_shape[:2])
 
 
+def _check_weights(req: TrainRequest, config: Any) -> None:
+    """Load the directory's other parts (with ``--resume`` this one too) once on the CPU,
+    so missing or unreadable weights are refused before the stage writes anything."""
+    if not (req.out / "config.json").exists():
+        return
+    for part in config.parts:
+        if part != req.stage or req.resume:
+            load_part(req.out, part, config)
+
+
 def run_train(req: TrainRequest, on_progress: ProgressFn | None = None) -> dict[str, float]:
     """Validate the request, load the data and run the stage; returns its metrics."""
     kind = req.resolved_kind()
@@ -116,6 +126,7 @@ def run_train(req: TrainRequest, on_progress: ProgressFn | None = None) -> dict[
     need_task = kind == "object_state" or req.stage in ("probe", "heads")
     data = load_episode_data(req.data, need_task_state=need_task)
     config = _config_for_kind(req, data, kind)
+    _check_weights(req, config)
     opts, tc = None, None
     if kind == "latent_grid" and req.stage == "dynamics":
         recipe = req.recipe if req.recipe is not None or req.resume else DEFAULT_RECIPE

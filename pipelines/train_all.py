@@ -98,6 +98,11 @@ def validate(req: TrainAllRequest) -> tuple[Budget, str]:
     for path, what in ((req.data, "--data"), (req.eval_data, "--eval")):
         if path is not None and not path.exists():
             raise FactoryError(f"{what}: store {path} does not exist")
+    with EpisodeStore.open(req.data) as store:  # refused before the plan line is printed
+        missing = [k for k in ("image", "action", "state") if k not in store.schema.keys]
+        if missing or store.n_episodes == 0:
+            what = f"no data/{missing[0]} key" if missing else "no episodes"
+            raise FactoryError(f"{req.data} has {what}; it cannot train a world model")
     if req.eval_data is not None:
         _check_eval_store(req.eval_data)
     if req.eval_episodes <= 0 or req.stability_frames < 0:

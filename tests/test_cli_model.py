@@ -93,8 +93,15 @@ def test_eval_fidelity_json(store: Path, tiny_dir: Path, tmp_path: Path) -> None
     assert {"psnr", "ssim", "iou", "agent_iou", "block_err_px", "angle_err_deg", "copy_iou"} <= set(
         row
     )
-    reader = result["reader"]
-    assert reader["frames"] > 0 and reader["block_err_px"] >= 0 and reader["angle_err_deg"] >= 0
+    # the CLI reports exactly what the reader's errors are on every 5th real frame
+    from factory.eval.fidelity import reader_metrics
+
+    direct = reader_metrics(load_model_dir(tiny_dir, device="cpu"), EpisodeStore.open(store))
+    with EpisodeStore.open(store) as s:
+        n_frames = sum(-(-len(s.episode(i)["action"]) // 5) for i in range(s.n_episodes))
+    assert result["reader"]["frames"] == direct["frames"] == n_frames
+    for key in ("block_err_px", "angle_err_deg", "agent_err_px"):
+        assert result["reader"][key] == pytest.approx(direct[key], rel=1e-5)
     stability = result["stability"]
     assert stability["frames"] == 40 and stability["nan"] is False
     assert {"t_fraction_ratio", "block_found_frac"} <= set(stability)

@@ -275,3 +275,35 @@ def test_contacts_built_once_and_read_only() -> None:
     assert a is not b and all(x is y for x, y in zip(a, b, strict=True))
     with pytest.raises(ValueError):
         a[0].point[0] = 1.0
+
+
+def test_warm_strokes_leaves_no_stroke_set_for_the_plans_to_simulate(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """After :meth:`PushPlanner.warm_strokes` the expert's plans, from far and near
+    poses alike, find every stroke set they ask for already simulated."""
+    from factory.generators import stroke_cache
+
+    cache = StrokeCache()
+    monkeypatch.setattr("factory.generators.push_planner.STROKES", cache)
+    made: list[int] = []
+    simulate = cache._simulate
+
+    def counted(*args: object) -> object:
+        made.append(1)
+        return simulate(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(cache, "_simulate", counted)
+    expert = ExpertGenerator()
+    expert.planner.warm_strokes()
+    warmed = len(made)
+    assert warmed == int(np.sum(DEPTHS <= 130.0) - np.sum(DEPTHS <= 3.0)) + 1
+    assert warmed <= stroke_cache.CACHE_SETS
+    world = PushTWorld(batch_size=1, resolution=32)
+    for seed in (100000, 100001, 100002):
+        obs = world.reset(seeds=np.array([seed]))
+        expert.reset(seed, obs.item(0))
+        for _ in range(60):
+            obs = world.step(np.asarray(expert.act(obs.item(0)), np.float32)[None])
+    world.close()
+    assert len(made) == warmed  # no plan simulated a set of its own

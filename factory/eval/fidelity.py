@@ -7,6 +7,11 @@ after the last context frame, beside the copy-last-frame baseline. The block err
 each horizon is the model's own task state at that step (a state kind's state, the latent
 kind's task head or probe) against the real block.
 
+Episodes may be shorter than ``context`` plus the longest horizon (real robot datasets
+often are): :func:`plan_replay` replays each chosen episode to the longest requested
+horizon it holds, and :func:`horizon_metrics` scores each horizon on the episodes long
+enough for it; a horizon that no episode holds is skipped, with the reason.
+
 This replay calls the rollout directly rather than through the episode runner
 (:class:`factory.record.EpisodeRunner`): it feeds recorded actions open loop
 (``step_many``), so it needs no policy, reset, scoring or stop rule, and it batches
@@ -50,10 +55,30 @@ class ReplaySet:
         return np.concatenate([self.state[..., :2], self.gt_state], axis=-1).astype(np.float32)
 
 
-def replay_set(store: EpisodeStore, episodes: int, context: int, horizon: int) -> ReplaySet:
-    """The first ``context + horizon`` steps of up to ``episodes`` long-enough episodes."""
+def parse_horizons(text: str) -> tuple[int, ...]:
+    """``"1,10,50"`` -> (1, 10, 50): positive step counts, sorted, each once; a
+    :class:`~factory.errors.FactoryError` for anything else."""
+    from factory.errors import FactoryError
+
+    items = [t.strip() for t in text.split(",")]
+    if not all(t.isascii() and t.isdigit() and int(t) > 0 for t in items):
+        raise FactoryError(
+            f"--horizons takes positive whole step counts separated by commas "
+            f"(e.g. 1,10,50), got {text!r}"
+        )
+    return tuple(sorted({int(t) for t in items}))
+
+
+def replay_set(
+    store: EpisodeStore, episodes: int | Sequence[int], context: int, horizon: int
+) -> ReplaySet:
+    """The first ``context + horizon`` steps of up to ``episodes`` long-enough episodes (a
+    count), or of the given episode indices (each at least that long)."""
     need = context + horizon
-    chosen = [i for i, n in enumerate(store.episode_lengths) if n >= need][:episodes]
+    if isinstance(episodes, int):
+        chosen = [i for i, n in enumerate(store.episode_lengths) if n >= need][:episodes]
+    else:
+        chosen = list(episodes)
     if not chosen:
         from factory.errors import FactoryError
 
@@ -69,6 +94,64 @@ def replay_set(store: EpisodeStore, episodes: int, context: int, horizon: int) -
         context=context,
         state=np.stack([e["state"][:need] for e in eps]).astype(np.float32) if has_state else None,
     )
+
+
+@dataclass(frozen=True)
+class ReplayPlan:
+    """The windows to replay, grouped by how far each episode is replayed.
+
+    ``groups[h]``: the chosen episodes whose longest requested horizon that fits is ``h``,
+    their first ``context + h`` steps (longest group first); ``episodes[h]``: how many
+    chosen episodes reach each evaluated horizon; ``skipped[h]``: why a requested horizon
+    is not evaluated (no episode holds it).
+    """
+
+    groups: dict[int, ReplaySet]
+    episodes: dict[int, int]
+    skipped: dict[int, str]
+
+    @property
+    def n_episodes(self) -> int:
+        return sum(len(rs.frames) for rs in self.groups.values())
+
+
+def plan_replay(
+    store: EpisodeStore, episodes: int, context: int, horizons: Sequence[int] = HORIZONS
+) -> ReplayPlan:
+    """Up to ``episodes`` episodes to replay, each to the longest of ``horizons`` it holds
+    (``context + h`` steps). The longest-reaching episodes are taken first (in store
+    order within a tier), so every horizon gets as many episodes as the store has for it,
+    up to ``episodes``. Refuses (:class:`~factory.errors.FactoryError`) when no episode
+    holds even the shortest horizon."""
+    from factory.errors import FactoryError
+
+    wanted = sorted({int(h) for h in horizons})
+    if not wanted or wanted[0] <= 0:
+        raise FactoryError(f"horizons must be positive step counts, got {list(horizons)}")
+    lengths = [int(n) for n in store.episode_lengths]
+    reach = {
+        i: max((h for h in wanted if context + h <= n), default=0) for i, n in enumerate(lengths)
+    }
+    chosen = sorted(sorted((i for i in reach if reach[i]), key=lambda i: -reach[i])[:episodes])
+    longest = max(lengths, default=0)
+    if not chosen:
+        raise FactoryError(
+            f"{store.path} has no episode of at least {context + wanted[0]} steps (context "
+            f"{context} + horizon {wanted[0]}, the shortest asked for); the longest has "
+            f"{longest}: give --horizons that fit"
+        )
+    groups = {
+        h: replay_set(store, [i for i in chosen if reach[i] == h], context, h)
+        for h in sorted({reach[i] for i in chosen}, reverse=True)
+    }
+    counts = {h: sum(reach[i] >= h for i in chosen) for h in wanted}
+    skipped = {
+        h: f"no episode of at least {context + h} steps (context {context} + {h}); "
+        f"the longest has {longest}"
+        for h, n in counts.items()
+        if n == 0
+    }
+    return ReplayPlan(groups, {h: n for h, n in counts.items() if n}, skipped)
 
 
 @dataclass(frozen=True)
@@ -101,35 +184,45 @@ def rollout_replay(
 
 
 def horizon_metrics(
-    rs: ReplaySet, replayed: Replayed, horizons: Sequence[int] = HORIZONS
+    replays: Sequence[tuple[ReplaySet, Replayed]], horizons: Sequence[int] = HORIZONS
 ) -> dict[str, dict[str, float]]:
-    """Per-horizon {psnr, ssim, iou, agent_iou, block_err_px (mean), block_err_px_median,
-    angle_err_deg (mean), angle_err_deg_median, copy_*}."""
-    k = rs.context
-    generated = replayed.frames
-    last_context = rs.frames[:, k - 1]
+    """Per-horizon {episodes, psnr, ssim, iou, agent_iou, block_err_px (mean),
+    block_err_px_median, angle_err_deg (mean), angle_err_deg_median, copy_*}, each over
+    every replayed episode that reaches the horizon (pooled across the replays); a horizon
+    none reaches is left out."""
     result: dict[str, dict[str, float]] = {}
     for h in horizons:
-        if h > generated.shape[1]:
+        reached = [(rs, rep) for rs, rep in replays if h <= rep.frames.shape[1]]
+        if not reached:
             continue
-        gen, real = generated[:, h - 1], rs.frames[:, k - 1 + h]
-        block = replayed.task_state[:, h - 1]
-        truth = rs.gt_state[:, k - 1 + h]
-        pos, ang = m.block_pose_errors(block, truth)
-        result[str(h)] = {
-            "psnr": m.psnr(gen, real),
-            "ssim": m.ssim(gen, real),
-            "iou": _mean_iou(m.t_mask(gen), m.t_mask(real)),
-            "agent_iou": _mean_iou(m.agent_mask(gen), m.agent_mask(real)),
-            "block_err_px": float(pos.mean()),
-            "block_err_px_median": float(np.median(pos)),
-            "angle_err_deg": float(ang.mean()),
-            "angle_err_deg_median": float(np.median(ang)),
-            "copy_psnr": m.psnr(last_context, real),
-            "copy_iou": _mean_iou(m.t_mask(last_context), m.t_mask(real)),
-            "copy_agent_iou": _mean_iou(m.agent_mask(last_context), m.agent_mask(real)),
-        }
+        gen = np.concatenate([rep.frames[:, h - 1] for _, rep in reached])
+        real = np.concatenate([rs.frames[:, rs.context - 1 + h] for rs, _ in reached])
+        last = np.concatenate([rs.frames[:, rs.context - 1] for rs, _ in reached])
+        block = np.concatenate([rep.task_state[:, h - 1] for _, rep in reached])
+        truth = np.concatenate([rs.gt_state[:, rs.context - 1 + h] for rs, _ in reached])
+        result[str(h)] = {"episodes": len(gen), **_horizon_row(gen, real, last, block, truth)}
     return result
+
+
+def _horizon_row(
+    gen: np.ndarray, real: np.ndarray, last: np.ndarray, block: np.ndarray, truth: np.ndarray
+) -> dict[str, float]:
+    """One horizon's metrics: generated, real and last-context frames (E, H, W, 3) uint8,
+    the model's block poses and the real ones (E, 3)."""
+    pos, ang = m.block_pose_errors(block, truth)
+    return {
+        "psnr": m.psnr(gen, real),
+        "ssim": m.ssim(gen, real),
+        "iou": _mean_iou(m.t_mask(gen), m.t_mask(real)),
+        "agent_iou": _mean_iou(m.agent_mask(gen), m.agent_mask(real)),
+        "block_err_px": float(pos.mean()),
+        "block_err_px_median": float(np.median(pos)),
+        "angle_err_deg": float(ang.mean()),
+        "angle_err_deg_median": float(np.median(ang)),
+        "copy_psnr": m.psnr(last, real),
+        "copy_iou": _mean_iou(m.t_mask(last), m.t_mask(real)),
+        "copy_agent_iou": _mean_iou(m.agent_mask(last), m.agent_mask(real)),
+    }
 
 
 def _mean_iou(pred: np.ndarray, true: np.ndarray) -> float:

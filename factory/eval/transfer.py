@@ -83,7 +83,8 @@ def seeded_episode(ep: Episode, env: str | None = None) -> TransferEpisode | Non
 
 def load_targets(store: EpisodeStore, env: str | None = None) -> tuple[list[TransferEpisode], int]:
     """The store's seeded episodes and the number of others skipped; refuses a store with
-    none, or one without ``action`` and ``gt_state``."""
+    none, one without ``action`` and ``gt_state``, or an episode with non-finite actions
+    (before any replay starts)."""
     for key in ("action", "gt_state"):
         if key not in store.schema.keys:
             raise FactoryError(f"{store.path} has no data/{key}; it was not written by generate")
@@ -94,6 +95,11 @@ def load_targets(store: EpisodeStore, env: str | None = None) -> tuple[list[Tran
         if target is None:
             kind = f"{ep.meta.source}/{ep.meta.extra.get('initial', '-')}"
             sources[kind] = sources.get(kind, 0) + 1
+        elif not np.isfinite(target.actions).all():
+            raise FactoryError(
+                f"{store.path} episode {target.index} has non-finite actions (NaN or inf); "
+                "it cannot be replayed"
+            )
         else:
             targets.append(target)
     if not targets:

@@ -53,6 +53,7 @@ class GenerateConfig:
     context: int = 1  # replay: real frames (and their actions) the model starts from
     device: str = "auto"
     cpus_per_worker: float = 1.0
+    gpus_per_worker: float | None = None  # None: one whole GPU each where there are GPUs
     max_restarts: int | None = None  # replacement workers for dead ones (default: workers)
     generator_params: dict[str, Any] = field(default_factory=dict)
 

@@ -34,6 +34,7 @@ R = geo.AGENT_RADIUS
 DEPTHS = np.array(
     [0.5, 1.0, 1.5, 2.5, 4.0, 6.0, 9.0, 13.0, 19.0, 27.0, 38.0, 52.0, 70.0, 95.0, 130.0]
 )
+MIN_DEPTH = 3.0  # px: the shallowest range a plan tries (its depths are DEPTHS up to it)
 CACHE_POSES = 4  # block poses whose tables are kept
 GOAL_OUTLINE = geo.t_outline(geo.GOAL)
 
@@ -139,6 +140,15 @@ class PushPlanner:
         self.sim = PushTSim()
         self._tables: OrderedDict[bytes, PoseTable] = OrderedDict()
 
+    def warm_strokes(self) -> None:
+        """Simulate now every stroke set :meth:`plan` can ask for (one per depth range,
+        :data:`MIN_DEPTH` to ``max_depth``; about 30 ms each), so that a process's first
+        plans cost what later ones do. Generation workers call it in their start-up."""
+        lo = int(np.sum(DEPTHS <= MIN_DEPTH))
+        hi = int(np.sum(max(self.max_depth, MIN_DEPTH) >= DEPTHS))
+        for k in range(lo, hi + 1):
+            STROKES.get(self._body_points, self._body_normals, self.standoff, DEPTHS[:k])
+
     def value(self, poses: np.ndarray) -> np.ndarray:
         """The planner's potential (N,): log keypoint error plus a wall-crowding penalty."""
         x, y = _outline_xy(poses)
@@ -202,7 +212,7 @@ class PushPlanner:
 
     def _build_table(self, pose: np.ndarray) -> PoseTable:
         err0 = geo.keypoint_error(pose)
-        max_depth = float(np.clip(2.5 * err0 + 3.0, 3.0, self.max_depth))
+        max_depth = float(np.clip(2.5 * err0 + 3.0, MIN_DEPTH, self.max_depth))
         depths = DEPTHS[max_depth >= DEPTHS]
         rot = geo.rotation(pose[2])
         points = geo.to_world(self._body_points, pose)
