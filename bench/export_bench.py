@@ -38,6 +38,7 @@ from exporters.lerobot_common import (
 from exporters.lerobot_export import (
     VideoOptions,
     WriteRequest,
+    derived_columns,
     integer_fps,
     lerobot_features,
     store_info,
@@ -59,14 +60,13 @@ def direct_loop(
     ``(arrays, task, provenance text)``, the same values the export writes."""
     lerobot = require_lerobot()
     features = lerobot_features(store, video=True)
-    names = {k: feature_name(k) for k in store.schema.keys}
     start = time.perf_counter()
     ds = lerobot.LeRobotDataset.create(
         REPO, integer_fps(store), features, root=root, use_videos=True, **options
     )
     for data, task, prov in episodes:
         for t in range(len(data["action"])):
-            frame = {name: data[key][t] for key, name in names.items()}
+            frame = {name: column[t] for name, column in data.items()}
             frame["task"] = task
             frame[PROVENANCE] = prov
             ds.add_frame(frame)
@@ -124,13 +124,17 @@ def main() -> None:
 
 
 def _in_ram(store: EpisodeStore, indices: list[int]) -> list[tuple[dict[str, Any], str, str]]:
-    """(arrays, task, provenance text) of each episode: what the export writes."""
+    """(arrays, task, provenance text) of each episode: what the export writes, its
+    derived columns (keypoints, ``next.*``) included under their feature names."""
     info, metas = store_info(store), store.all_meta()
     task = str(store.attrs.get("task", ""))
-    return [
-        (store.episode(i).to_dict(), metas[i].task or task, provenance_text(metas[i], i, info))
-        for i in indices
-    ]
+    out = []
+    for i in indices:
+        data = store.episode(i).to_dict()
+        extra = derived_columns(store, "all", data, metas[i])
+        arrays = {feature_name(k): v for k, v in data.items()} | extra
+        out.append((arrays, metas[i].task or task, provenance_text(metas[i], i, info)))
+    return out
 
 
 def _options(
