@@ -7,10 +7,16 @@ Key mapping (store key -> LeRobot feature):
     image_<camera>  -> observation.images.<camera>  (extra cameras)
     state           -> observation.state
     action          -> action
-    <other>         -> <other>   (e.g. gt_state: no "observation." prefix, so policies ignore it)
+    <other>         -> <other>   (e.g. task_state: no "observation." prefix, so policies ignore it)
+
+A store whose attrs name its ``cameras`` (main first; pile: ``["top", "side"]``) exports
+its main camera as ``observation.images.<main>`` instead (``observation.images.top``). The
+export writes the main camera first, and the import takes the first camera as ``image``
+when there is no ``observation.image``, so the round trip gives ``image`` and
+``image_<camera>`` back.
 
 Derived from the store, not stored in it (the importer skips them in our own exports):
-``observation.environment_state`` (the T's keypoints, from gt_state's block pose) and
+``observation.environment_state`` (the T's keypoints, from task_state's block pose) and
 ``next.reward`` / ``next.success`` / ``next.done`` (see :mod:`exporters.lerobot_next`).
 
 Provenance travels as the string feature ``provenance``: one JSON object per frame (the
@@ -23,12 +29,13 @@ import importlib
 import json
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from types import ModuleType
 from typing import Any
 
 from factory.errors import FactoryError
 from factory.store import EpisodeMeta
+from factory.store.renames import RENAMED_KEYS
 
 LEROBOT_VERSION = "0.6.1"
 LEROBOT_INSTALL = f"uv sync (or pip install 'lerobot[dataset,training]=={LEROBOT_VERSION}')"
@@ -37,7 +44,7 @@ CODEBASE_VERSION = "v3.0"  # the LeRobotDataset format lerobot 0.6.1 writes and 
 MAIN_CAMERA = "observation.image"
 CAMERA_PREFIX = "observation.images."
 STATE = "observation.state"
-ENV_STATE = "observation.environment_state"  # the T's keypoints, derived from gt_state
+ENV_STATE = "observation.environment_state"  # the T's keypoints, derived from task_state
 ACTION = "action"
 REWARD = "next.reward"  # lerobot.utils.constants' names
 SUCCESS = "next.success"
@@ -76,8 +83,11 @@ def require_lerobot() -> ModuleType:
     return module
 
 
-def feature_name(store_key: str) -> str:
-    """The LeRobot feature a store key is exported as (see the module docstring)."""
+def feature_name(store_key: str, cameras: Sequence[str] = ()) -> str:
+    """The LeRobot feature a store key is exported as (see the module docstring);
+    ``cameras`` the store's named cameras, main first (``()``: one unnamed camera)."""
+    if store_key == "image" and cameras:
+        return CAMERA_PREFIX + cameras[0]
     if store_key in _STORE_TO_FEATURE:
         return _STORE_TO_FEATURE[store_key]
     if store_key.startswith("image_"):
@@ -98,7 +108,16 @@ def store_key(feature: str, main_camera: str | None = None) -> str | None:
         name = feature.removeprefix(CAMERA_PREFIX).removeprefix(MAIN_CAMERA)
         return "image_" + (_NON_KEY.sub("_", name).strip("_") or "main")
     key = _NON_KEY.sub("_", feature.removeprefix("observation.")).strip("_")
-    return key if key[:1].isalpha() else None
+    return RENAMED_KEYS.get(key, key) if key[:1].isalpha() else None  # old exports: gt_state
+
+
+def named_cameras(attrs: Mapping[str, Any]) -> list[str]:
+    """A store's named cameras (its ``cameras`` attr, main first: ``["top", "side"]``);
+    ``[]`` for a store of one unnamed camera (PushT) or a malformed attr."""
+    cameras = attrs.get("cameras")
+    if not isinstance(cameras, list) or not all(isinstance(c, str) and c for c in cameras):
+        return []
+    return list(cameras)
 
 
 def provenance_text(meta: EpisodeMeta, store_episode: int, store_info: Mapping[str, Any]) -> str:

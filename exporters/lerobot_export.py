@@ -28,6 +28,7 @@ from exporters.lerobot_common import (
     RESERVED,
     VIDEO_BACKEND,
     feature_name,
+    named_cameras,
     provenance_text,
     require_lerobot,
 )
@@ -92,9 +93,12 @@ EpisodeCallback = Callable[[int, int, int], None]  # (episodes done, total, fram
 
 
 def has_block_pose(store: EpisodeStore) -> bool:
-    """Whether ``gt_state`` is a PushT block pose (x, y, angle), the source of the keypoints.
+    """Whether ``task_state`` is a PushT block pose (x, y, angle), the source of the keypoints.
     In a generated store it is the model's own reading, never the ground truth."""
-    return "gt_state" in store.schema.keys and store.attrs.get("gt_state_names") == BLOCK_POSE_NAMES
+    return (
+        "task_state" in store.schema.keys
+        and store.attrs.get("task_state_names") == BLOCK_POSE_NAMES
+    )
 
 
 def exported_keys(store: EpisodeStore, obs: str = "all") -> list[str]:
@@ -107,7 +111,7 @@ def exported_keys(store: EpisodeStore, obs: str = "all") -> list[str]:
     if obs == "environment_state_agent_pos":
         if not has_block_pose(store) or "state" not in schema.keys:
             raise FactoryError(
-                f"{store.path} has no block pose (gt_state {BLOCK_POSE_NAMES}) and agent state; "
+                f"{store.path} has no block pose (task_state {BLOCK_POSE_NAMES}) and agent state; "
                 "--obs environment_state_agent_pos needs both"
             )
         return ["action", "state"]
@@ -116,9 +120,25 @@ def exported_keys(store: EpisodeStore, obs: str = "all") -> list[str]:
             f"{store.path} has no image key (keys: {', '.join(schema.keys)}); "
             "a LeRobot export needs camera frames (or --obs environment_state_agent_pos)"
         )
+    keys = list(schema.keys)
     if obs == "pixels_agent_pos":
-        return [k for k in schema.keys if k in schema.image_keys or k in ("action", "state")]
-    return list(schema.keys)
+        keys = [k for k in keys if k in schema.image_keys or k in ("action", "state")]
+    return sorted(keys, key=lambda k: k != "image")  # the main camera first: import's main
+
+
+def feature_names(store: EpisodeStore, keys: Sequence[str]) -> dict[str, str]:
+    """Store key -> LeRobot feature for ``keys``: a store whose attrs name its cameras
+    (pile: ``["top", "side"]``) exports ``observation.images.<camera>`` for each one,
+    others ``observation.image`` for ``image`` (see :mod:`exporters.lerobot_common`).
+    Two keys onto one feature raise :class:`FactoryError`."""
+    cameras = named_cameras(store.attrs)
+    names = {key: feature_name(key, cameras) for key in keys}
+    if len(set(names.values())) < len(names):
+        raise FactoryError(
+            f"{store.path}: keys {sorted(names)} do not map to distinct LeRobot features "
+            f"(cameras {cameras})"
+        )
+    return names
 
 
 def writes_env_state(store: EpisodeStore, obs: str) -> bool:
@@ -144,9 +164,8 @@ def lerobot_features(
     """
     schema = store.schema
     features: dict[str, dict[str, Any]] = {}
-    for key in exported_keys(store, obs):
+    for key, name in feature_names(store, exported_keys(store, obs)).items():
         spec = schema.keys[key]
-        name = feature_name(key)
         if name in RESERVED or name == ENV_STATE or name in NEXT:
             raise FactoryError(f"{store.path}: key {key!r} clashes with a LeRobot column name")
         if key in schema.image_keys:
@@ -252,7 +271,7 @@ def write_dataset(req: WriteRequest, on_episode: EpisodeCallback | None = None) 
         **writer_options(req),
     )
     info = store_info(store)
-    keys = {k: feature_name(k) for k in exported}
+    keys = feature_names(store, exported)
     frames = 0
     try:
         for n, index in enumerate(req.episodes, start=1):
@@ -286,14 +305,14 @@ def write_dataset(req: WriteRequest, on_episode: EpisodeCallback | None = None) 
 def derived_columns(
     store: EpisodeStore, obs: str, data: dict[str, np.ndarray], meta: EpisodeMeta
 ) -> dict[str, np.ndarray]:
-    """The columns an episode's export adds from its ``gt_state`` (T, 3): the keypoints
+    """The columns an episode's export adds from its ``task_state`` (T, 3): the keypoints
     (T, 16) float32 and ``next.*`` (T, 1), where :func:`writes_env_state` and
     :func:`writes_next` say so."""
     out: dict[str, np.ndarray] = {}
     if writes_env_state(store, obs):
-        out[ENV_STATE] = keypoints(data["gt_state"]).astype(np.float32)
+        out[ENV_STATE] = keypoints(data["task_state"]).astype(np.float32)
     if writes_next(store):
-        out.update(next_columns(data["gt_state"], meta.score))
+        out.update(next_columns(data["task_state"], meta.score))
     return out
 
 

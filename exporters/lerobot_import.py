@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from exporters.lerobot_common import (
+    CAMERA_PREFIX,
     CODEBASE_VERSION,
     ENV_STATE,
     MAIN_CAMERA,
@@ -32,6 +33,7 @@ from exporters.lerobot_common import (
 )
 from factory.errors import FactoryError
 from factory.store import EpisodeMeta, EpisodeStore, KeySpec, StoreSchema
+from factory.store.renames import RENAMED_ATTRS
 
 log = logging.getLogger(__name__)
 
@@ -119,10 +121,10 @@ def plan_keys(meta: Any, camera: str | None) -> KeyPlan:
 
 def _derived(features: dict[str, Any], name: str) -> bool:
     """Whether ``name`` is a column our export computes from the store rather than a
-    store key: the keypoints of gt_state's block pose, and ``next.*`` (a demofactory
+    store key: the keypoints of task_state's block pose, and ``next.*`` (a demofactory
     export's, marked by its provenance column)."""
     if name == ENV_STATE:
-        return "gt_state" in features
+        return any(store_key(f) == "task_state" for f in features)
     return name in NEXT and PROVENANCE in features
 
 
@@ -213,7 +215,9 @@ def store_attrs(dataset: Any, root: Path, camera: str, plan: KeyPlan) -> dict[st
         record = parse_provenance(str(first[PROVENANCE]))
     if record is not None and isinstance(record.get("store"), dict):
         info = record["store"]
-        kept = dict(info.get("attrs") or {})
+        kept = {RENAMED_ATTRS.get(k, k): v for k, v in (info.get("attrs") or {}).items()}
+        if "cameras" in kept:
+            _keep_imported_cameras(kept, plan)
         return {
             "action_meaning": str(info.get("action_meaning", "")),
             "attrs": {**kept, "imported_from": source},
@@ -228,6 +232,18 @@ def store_attrs(dataset: Any, root: Path, camera: str, plan: KeyPlan) -> dict[st
     if tasks:
         attrs["task"] = str(tasks[0])
     return {"action_meaning": f"LeRobot feature 'action' (names: {names})", "attrs": attrs}
+
+
+def _keep_imported_cameras(attrs: dict[str, Any], plan: KeyPlan) -> None:
+    """Make the exporting store's ``cameras`` attr name the cameras imported, main first
+    (``--camera`` imports one): each ``observation.images.<name>`` gives ``<name>``. The
+    attr is dropped when an imported camera has no such name."""
+    order = sorted(plan.cameras, key=lambda c: plan.cameras[c] != "image")
+    names = [c.removeprefix(CAMERA_PREFIX) for c in order]
+    if all(c.startswith(CAMERA_PREFIX) for c in order):
+        attrs["cameras"] = names
+    else:
+        attrs.pop("cameras")
 
 
 def _dimension_names(ft: dict[str, Any]) -> list[str] | None:

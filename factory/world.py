@@ -21,7 +21,9 @@ class WorldSpec:
 
     ``action_meaning`` says what an action is, e.g. "absolute agent target xy in board
     pixels [0, 512]^2". ``task_state_names`` names the task-state vector, e.g.
-    ("block_x", "block_y", "block_angle").
+    ("block_x", "block_y", "block_angle"). ``cameras`` names the views, the main one
+    (``WorldObs.frames``) first and the others in ``WorldObs.views``; ``()`` means one
+    unnamed main camera (PushT).
     """
 
     name: str
@@ -35,14 +37,21 @@ class WorldSpec:
     task_state_names: tuple[str, ...] = ()
     config_names: tuple[str, ...] = ()
     task: str = ""
+    cameras: tuple[str, ...] = ()
+
+    @property
+    def extra_cameras(self) -> tuple[str, ...]:
+        """The cameras after the main one: the keys of ``WorldObs.views``."""
+        return self.cameras[1:]
 
 
 @dataclass(frozen=True)
 class Observation:
     """One episode's view of a world at one time step.
 
-    frame: (H, W, 3) uint8; state: (S,) float32; task_state: (K,) float32 (privileged
-    ground truth in the real env, the probe's estimate inside the model).
+    frame: (H, W, 3) uint8 the main camera; state: (S,) float32; task_state: (K,) float32
+    (privileged ground truth in the real env, the probe's estimate inside the model);
+    views: camera name -> (H, W, 3) uint8 for every camera after the main one.
     """
 
     frame: np.ndarray
@@ -50,15 +59,18 @@ class Observation:
     task_state: np.ndarray
     score: float
     success: bool
+    views: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 @dataclass
 class WorldObs:
     """A batch of observations.
 
-    frames: (B, H, W, 3) uint8; state: (B, S) float32; task_state: (B, K) float32;
-    score: (B,) float32 (PushT: goal coverage in [0, 1]); success: (B,) bool.
-    ``info`` holds backend-specific extras (e.g. ``contact``: (B,) bool in PushT).
+    frames: (B, H, W, 3) uint8 the main camera; state: (B, S) float32; task_state: (B, K)
+    float32; score: (B,) float32 (PushT: goal coverage in [0, 1]); success: (B,) bool.
+    ``views`` holds every camera after the main one (``spec.cameras[1:]``), each
+    (B, H, W, 3) uint8 like ``frames``. ``info`` holds backend-specific extras (e.g.
+    ``contact``: (B,) bool in PushT).
     """
 
     frames: np.ndarray
@@ -67,6 +79,7 @@ class WorldObs:
     score: np.ndarray
     success: np.ndarray
     info: dict[str, np.ndarray] = field(default_factory=dict)
+    views: dict[str, np.ndarray] = field(default_factory=dict)
 
     @property
     def batch_size(self) -> int:
@@ -80,6 +93,7 @@ class WorldObs:
             task_state=self.task_state[i],
             score=float(self.score[i]),
             success=bool(self.success[i]),
+            views={name: frames[i] for name, frames in self.views.items()},
         )
 
 

@@ -98,6 +98,27 @@ def inspect(
 
 @app.command()
 @user_errors
+def migrate(
+    store: Annotated[Path, typer.Argument(help="Episode store to bring to today's key names.")],
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Say what, change nothing.")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Rename a store's old keys in place (data/gt_state -> data/task_state); losing nothing.
+
+    Old stores read as if renamed anyway; this makes it so on disk (an --append does too).
+    """
+    from factory.store.renames import migrate_store
+
+    done = migrate_store(store, dry_run=dry_run)
+    if json_out:
+        print_json({"store": str(store), "dry_run": dry_run, "renamed": done})
+        return
+    verb = "would rename" if dry_run else "renamed"
+    err_console.print(f"{store}: {verb} {', '.join(done)}" if done else f"{store}: up to date")
+
+
+@app.command()
+@user_errors
 def demo(
     out: Annotated[
         Path | None, typer.Option("--out", help="Output folder (default ./demo-<time>).")

@@ -48,7 +48,7 @@ def export_lerobot_cmd(
     json_out: Annotated[bool, typer.Option("--json", help="Print a JSON summary.")] = False,
 ) -> None:
     """Write a store's episodes as a LeRobotDataset v3.0 (lerobot's own writer); a PushT
-    store's also get next.reward, next.success and next.done, scored from gt_state."""
+    store's also get next.reward, next.success and next.done, scored from task_state."""
     from pipelines.export import ExportConfig, export_lerobot
 
     cfg = ExportConfig(
@@ -119,6 +119,9 @@ def policy_train_cmd(
     save: Annotated[str, typer.Option(help="Also checkpoint at these steps, e.g. 1000,2000.")] = "",
     seed: Annotated[int, typer.Option(help="Torch and sampling seed.")] = 1000,
     device: Annotated[str, typer.Option(help="cpu | cuda.")] = "cpu",
+    lr_schedule: Annotated[
+        str, typer.Option(help="preset (the policy's own) | cosine (warm-up, cosine decay).")
+    ] = "preset",
     json_out: Annotated[bool, typer.Option("--json", help="Print a JSON summary.")] = False,
 ) -> None:
     """Train a lerobot policy on a state-only dataset, in RAM; lerobot-eval loads the result."""
@@ -136,7 +139,8 @@ def policy_train_cmd(
         raise FactoryError(f"--config must be a JSON object, got {config!r}")
     cfg = PolicyTrainConfig(root=root, repo_id=repo_id, out=out, policy=policy,
                             overrides=overrides, steps=steps, batch_size=batch_size,
-                            save_steps=saves, seed=seed, device=device)  # fmt: skip
+                            save_steps=saves, seed=seed, device=device,
+                            lr_schedule=lr_schedule)  # fmt: skip
     with LazyBar(f"policy train {policy}") as bar:
         info = train_policy(cfg, lambda s, n, loss: bar.update(s, n, f"loss {loss:.3f}"))
     if json_out:

@@ -61,7 +61,7 @@ def train(
         str | None,
         typer.Option(
             help="Model kind: latent_grid (pixels only) or object_state (needs the object "
-            "state, data/gt_state). Default: OUT's kind, else latent_grid (object_state "
+            "state, data/task_state). Default: OUT's kind, else latent_grid (object_state "
             "for the renderer and reader stages)."
         ),
     ] = None,

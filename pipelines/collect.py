@@ -19,7 +19,7 @@ import numpy as np
 
 from factory.envs import make_world
 from factory.errors import FactoryError
-from factory.generators import make_generator
+from factory.generators import EXPERTS, check_generator_world, make_generator
 from factory.record import EpisodeResult, check_output, done_episodes, open_output
 from factory.record.runner import run_episode
 from factory.store import EpisodeStore
@@ -78,11 +78,11 @@ def _replay_sources(cfg: CollectConfig) -> list[tuple[np.ndarray, np.ndarray]]:
     if cfg.source is None:
         raise FactoryError("--generator replay needs --source STORE (the episodes to replay)")
     with EpisodeStore.open(cfg.source, mode="r") as src:
-        if "gt_state" not in src.schema.keys:
-            raise FactoryError(f"{cfg.source} has no data/gt_state, so it cannot be replayed")
+        if "task_state" not in src.schema.keys:
+            raise FactoryError(f"{cfg.source} has no data/task_state, so it cannot be replayed")
         out = []
         for ep in src:
-            config = np.concatenate([ep["state"][0], ep["gt_state"][0]]).astype(np.float64)
+            config = np.concatenate([ep["state"][0], ep["task_state"][0]]).astype(np.float64)
             actions = np.asarray(ep["action"], np.float32)
             try:  # the replay generator's own checks (finite actions and config), up front
                 make_generator("replay", actions=actions, config=config)
@@ -97,7 +97,7 @@ def _replay_sources(cfg: CollectConfig) -> list[tuple[np.ndarray, np.ndarray]]:
 def _worker_run(cfg: CollectConfig, job: EpisodeJob) -> EpisodeResult:
     world = _worker_world(cfg.env, cfg.resolution)
     generator = make_generator(cfg.generator, **job.generator_params)
-    stop = cfg.stop_on_success if cfg.stop_on_success is not None else cfg.generator == "expert"
+    stop = cfg.stop_on_success if cfg.stop_on_success is not None else cfg.generator in EXPERTS
     steps = len(job.generator_params["actions"]) if cfg.generator == "replay" else cfg.steps
     return run_episode(
         world, generator, job.seed, steps, source="real", stop_on_success=stop, config=job.config
@@ -141,9 +141,9 @@ class CollectPlan:
 def prepare_collect(cfg: CollectConfig) -> CollectPlan:
     """Validate everything and open the output, before any episode runs.
 
-    All bad input (unknown env or generator, N <= 0, an existing output without
-    ``append``, another schema, a locked store, a missing replay source or one with
-    non-finite actions) raises here.
+    All bad input (unknown env or generator, a generator for another world, N <= 0, an
+    existing output without ``append``, another schema, a locked store, a missing replay
+    source or one with non-finite actions) raises here.
     """
     if cfg.workers < 1:
         raise FactoryError(f"--workers must be >= 1, got {cfg.workers}")
@@ -153,6 +153,7 @@ def prepare_collect(cfg: CollectConfig) -> CollectPlan:
         raise FactoryError(f"--steps must be positive, got {cfg.steps}")
     make_generator(cfg.generator, **_probe_params(cfg))  # fail fast on an unknown generator
     spec = _worker_world(cfg.env, cfg.resolution).spec
+    check_generator_world(cfg.generator, spec.name)
     check_output(cfg.out, spec, cfg.resolution, cfg.append)
     jobs = plan_jobs(cfg, done_episodes(cfg.out))
     store = open_output(cfg.out, spec, cfg.resolution, cfg.append, cfg.fsync)  # create now

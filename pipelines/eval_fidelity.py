@@ -127,7 +127,7 @@ def _check_request(req: FidelityRequest) -> None:
 def _check_store(path: Path, store: EpisodeStore, model: RolloutModel) -> None:
     from factory.errors import FactoryError
 
-    for key in ("image", "action", "gt_state"):
+    for key in ("image", "action", "task_state"):
         if key not in store.schema.keys:
             raise FactoryError(f"{path} has no data/{key}; fidelity needs real episodes")
     model.check_compatible(

@@ -2,7 +2,7 @@
 
     factory preview STORE --out preview.mp4 --episodes 4
 
-For episodes made inside the world model, ``gt_state`` holds the state probe's reading of
+For episodes made inside the world model, ``task_state`` holds the state probe's reading of
 each generated frame, so the drawn score is the probe's (the same number the generator and
 ``--only-success`` used); for ground-truth episodes it is the simulator's.
 """
@@ -48,8 +48,8 @@ def write_preview(store_path: Path, out: Path, episodes: int = 4, fps: float | N
     if out.suffix not in (".mp4", ".gif"):
         raise FactoryError(f"preview must be .mp4 or .gif, got {out.name}")
     with EpisodeStore.open(store_path, mode="r") as store:
-        if "image" not in store.schema.keys or "gt_state" not in store.schema.keys:
-            raise FactoryError(f"{store_path} needs data/image and data/gt_state for a preview")
+        if "image" not in store.schema.keys or "task_state" not in store.schema.keys:
+            raise FactoryError(f"{store_path} needs data/image and data/task_state for a preview")
         env = str(store.attrs.get("env", "pusht"))
         score_fn = scorer_for(env.removesuffix("-model"))
         rate = fps or store.fps
@@ -61,7 +61,7 @@ def write_preview(store_path: Path, out: Path, episodes: int = 4, fps: float | N
         with imageio.get_writer(str(out), **kwargs) as writer:
             for i in range(min(episodes, store.n_episodes)):
                 ep = store.episode(i)
-                scores, _ = score_fn(np.asarray(ep["gt_state"]))
+                scores, _ = score_fn(np.asarray(ep["task_state"]))
                 label = f"ep {i} {metas[i].generator} seed {metas[i].seed}"
                 for frame in annotate(np.asarray(ep["image"]), scores, label):
                     writer.append_data(frame)  # type: ignore[attr-defined]

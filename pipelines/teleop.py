@@ -194,17 +194,17 @@ def _stored_initials(path: Path, spec: WorldSpec) -> list[InitialCondition]:
     with EpisodeStore.open(path, mode="r") as store:
         keys = store.schema.keys
         use_frames = "image" in keys and keys["image"].shape == spec.image_shape
-        has_config = "state" in keys and "gt_state" in keys
+        has_config = "state" in keys and "task_state" in keys
         if not (use_frames or has_config):
             raise FactoryError(
-                f"{path} has neither frames of shape {spec.image_shape} nor state + gt_state "
+                f"{path} has neither frames of shape {spec.image_shape} nor state + task_state "
                 "to reset from; pass a store recorded in this world"
             )
         out = []
         for ep in store:
             config = None
             if has_config:
-                config = np.concatenate([ep["state"][0], ep["gt_state"][0]]).astype(np.float64)
+                config = np.concatenate([ep["state"][0], ep["task_state"][0]]).astype(np.float64)
             out.append(
                 InitialCondition(
                     seed=0,

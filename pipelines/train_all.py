@@ -113,7 +113,7 @@ def validate(req: TrainAllRequest) -> tuple[Budget, str]:
     if kind == "object_state":
         if not has_task_state(req.data):
             raise FactoryError(
-                f"{req.data} has no object state (data/gt_state), which the object_state kind "
+                f"{req.data} has no object state (data/task_state), which the object_state kind "
                 "learns from; for a pixels-only store use --kind latent_grid"
             )
         if req.overrides or req.recipe not in (None, DEFAULT_RECIPE):
@@ -132,8 +132,8 @@ def _check_eval_store(path: Path) -> None:
 
     with EpisodeStore.open(path) as store:
         longest = int(store.episode_lengths.max()) if store.n_episodes else 0
-        if "gt_state" not in store.schema.keys or "image" not in store.schema.keys:
-            raise FactoryError(f"--eval: {path} has no image/gt_state; it needs real episodes")
+        if "task_state" not in store.schema.keys or "image" not in store.schema.keys:
+            raise FactoryError(f"--eval: {path} has no image/task_state; it needs real episodes")
     if longest <= max(HORIZONS):
         raise FactoryError(
             f"--eval: {path} has no episode longer than {max(HORIZONS)} steps (horizon "
@@ -162,7 +162,7 @@ def shares_for(req: TrainAllRequest, has_task_state: bool) -> dict[str, float]:
 
 def has_task_state(path: Path) -> bool:
     with EpisodeStore.open(path) as store:
-        return "gt_state" in store.schema.keys
+        return "task_state" in store.schema.keys
 
 
 def run_train_all(req: TrainAllRequest, on_progress: AllProgressFn | None = None) -> dict[str, Any]:

@@ -51,6 +51,7 @@ class PolicyTrainConfig:
     save_steps: Sequence[int] = ()
     seed: int = 1000
     device: str = "cpu"
+    lr_schedule: str = "preset"  # "preset": the policy's own; "cosine": warm-up, cosine decay
 
     def checkpoint_steps(self) -> list[int]:
         return sorted({*(s for s in self.save_steps if 0 < s <= self.steps), self.steps})
@@ -125,6 +126,8 @@ def _build(cfg: PolicyTrainConfig) -> tuple[Any, Any, Any, Any]:
         raise FactoryError(f"{cfg.root} is not a LeRobot dataset (no meta/info.json)")
     if cfg.steps < 1 or cfg.batch_size < 1:
         raise FactoryError(f"steps and batch size must be >= 1, got {cfg.steps}, {cfg.batch_size}")
+    if cfg.lr_schedule not in LR_SCHEDULES:
+        raise FactoryError(f"--lr-schedule must be one of {', '.join(LR_SCHEDULES)}")
     features = json.loads(info.read_text()).get("features", {})
     cameras = [k for k, ft in features.items() if ft.get("dtype") in ("image", "video")]
     if cameras:
@@ -146,6 +149,27 @@ def _build(cfg: PolicyTrainConfig) -> tuple[Any, Any, Any, Any]:
     policy = make_policy(cfg=pcfg, ds_meta=dataset.meta)
     pre, post = make_pre_post_processors(policy_cfg=pcfg, dataset_stats=dataset.meta.stats)
     return dataset, policy, pre, post
+
+
+LR_SCHEDULES = ("preset", "cosine")
+COSINE_FLOOR = 0.05  # the cosine schedule decays to this fraction of the peak rate
+
+
+def _scheduler(cfg: PolicyTrainConfig, pcfg: Any) -> Any:
+    """The run's lerobot scheduler config: the policy's preset (None for ACT: a constant
+    rate), or a linear warm-up over 5% of the steps then a cosine decay to
+    ``COSINE_FLOOR`` of the peak at the last step."""
+    if cfg.lr_schedule == "preset":
+        return pcfg.get_scheduler_preset()
+    from lerobot.optim.schedulers import CosineDecayWithWarmupSchedulerConfig
+
+    peak = float(pcfg.get_optimizer_preset().lr)
+    return CosineDecayWithWarmupSchedulerConfig(
+        num_warmup_steps=max(1, cfg.steps // 20),
+        num_decay_steps=cfg.steps,
+        peak_lr=peak,
+        decay_lr=peak * COSINE_FLOOR,
+    )
 
 
 def save_checkpoint(policy: Any, pre: Any, post: Any, folder: Path) -> None:
@@ -174,7 +198,7 @@ def train_policy(cfg: PolicyTrainConfig, on_step: OnStep | None = None) -> dict[
     deltas = _deltas(policy.config, keys)
     starts = table.sample_from(int(getattr(policy.config, "drop_n_last_frames", 0) or 0))
     optimizer = policy.config.get_optimizer_preset().build(policy.get_optim_params())
-    sched_cfg = policy.config.get_scheduler_preset()
+    sched_cfg = _scheduler(cfg, policy.config)
     scheduler = sched_cfg.build(optimizer, cfg.steps) if sched_cfg is not None else None
     clip = float(policy.config.get_optimizer_preset().grad_clip_norm)
     saves = cfg.checkpoint_steps()
@@ -203,6 +227,7 @@ def train_policy(cfg: PolicyTrainConfig, on_step: OnStep | None = None) -> dict[
         "checkpoints": saves,
         "frames": table.n,
         "loss_last_100": round(float(np.mean(losses[-100:])), 6),
+        "lr_last": float(optimizer.param_groups[0]["lr"]),
         "wall_s": round(time.monotonic() - t0, 1),
         "cpu_s": round(_cpu_s() - c0, 1),
     }

@@ -103,5 +103,5 @@ def still_episode(world: Any, config: np.ndarray, steps: int) -> dict[str, np.nd
         "image": np.stack(frames),
         "action": np.tile(config[:2], (steps, 1)).astype(np.float32),
         "state": np.stack(state),
-        "gt_state": np.stack(gt),
+        "task_state": np.stack(gt),
     }

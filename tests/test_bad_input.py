@@ -81,7 +81,7 @@ def _derive(
                 data["action"] = np.concatenate([ep["action"], pad], axis=1)
                 meta = s.episode_meta(ep.index)
                 if generated:
-                    first = np.concatenate([ep["state"][0], ep["gt_state"][0]])
+                    first = np.concatenate([ep["state"][0], ep["task_state"][0]])
                     extra = {"initial": "seed", "initial_config": first.tolist()}
                     meta = dataclasses.replace(meta, source="world_model", extra=extra)
                 new.append_episode(data, meta)
@@ -104,7 +104,7 @@ def _build_stores(base: Path) -> None:
     meta.write_bytes(meta.read_bytes()[: len(meta.read_bytes()) // 2])
     _nan_copy(good, base / "nan", 3)  # in episode 0
     _derive(good, base / "noimage", drop="image")
-    _derive(good, base / "act3", drop="gt_state", action_dim=3)
+    _derive(good, base / "act3", drop="task_state", action_dim=3)
     _derive(good, base / "gen", generated=True)
     _derive(good, base / "gen3", action_dim=3, generated=True)
     _nan_copy(base / "gen", base / "gen_nan", 15)  # in episode 1 of 2
@@ -214,7 +214,7 @@ CASES = [
                     *TRAIN_STEPS], "nope"),
     c("train-renderer-no-gt-state",
       lambda f, t: ["train", "renderer", "--data", f.act3, OUT, f"{t}/m", *TRAIN_STEPS],
-      "gt_state"),
+      "task_state"),
     c("train-reader-wrong-resolution",
       lambda f, t: ["train", "reader", "--data", f.res64, OUT, f.os, *TRAIN_STEPS], "64"),
     c("train-object-state-into-latent-grid-dir",
@@ -251,7 +251,7 @@ CASES = [
     c("eval-transfer-unknown-env", lambda f, t: ["eval", "transfer", f.gen, "--env", "nope"],
       "nope"),
     c("eval-transfer-real-episodes", lambda f, t: ["eval", "transfer", f.good], "seeded reset"),
-    c("eval-transfer-no-gt-state", lambda f, t: ["eval", "transfer", f.act3], "gt_state"),
+    c("eval-transfer-no-gt-state", lambda f, t: ["eval", "transfer", f.act3], "task_state"),
     c("eval-transfer-other-action-dim", lambda f, t: ["eval", "transfer", f.gen3], "2-D"),
     c("eval-transfer-nan-actions", lambda f, t: ["eval", "transfer", f.gen_nan], "finite"),
     # generate (every case is refused before Ray starts)

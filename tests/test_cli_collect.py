@@ -72,7 +72,7 @@ def test_seeded_collect_is_reproducible(tmp_path: Path, play_store: Path) -> Non
     assert _collect(out, "--episodes", "3", "--generator", "play").exit_code == 0
     with EpisodeStore.open(out) as a, EpisodeStore.open(play_store) as b:
         for i in range(3):
-            for key in ("image", "action", "state", "gt_state"):
+            for key in ("image", "action", "state", "task_state"):
                 np.testing.assert_array_equal(a.episode(i)[key], b.episode(i)[key])
 
 

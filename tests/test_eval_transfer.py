@@ -99,7 +99,7 @@ def _episode(config: np.ndarray, final_pose: np.ndarray, steps: int = 4) -> dict
         "image": np.zeros((steps, RES, RES, 3), np.uint8),
         "action": np.tile(config[:2], (steps, 1)).astype(np.float32),
         "state": np.tile(config[:2], (steps, 1)).astype(np.float32),
-        "gt_state": gt,
+        "task_state": gt,
     }
 
 
@@ -215,7 +215,7 @@ def test_last_frame_is_compared_with_the_pose_after_all_but_the_last_action(
     world.close()
     assert np.linalg.norm(poses[-1][:2] - poses[-2][:2]) > 1.0  # the last action pushes
     data = _episode(config, np.zeros(3), steps=len(actions))
-    data["action"], data["gt_state"] = actions, np.stack(poses[:-1]).astype(np.float32)
+    data["action"], data["task_state"] = actions, np.stack(poses[:-1]).astype(np.float32)
     path = tmp_path / "push.zarr"
     with _store(path) as store:
         store.append_episode(data, _meta(0, config, False))

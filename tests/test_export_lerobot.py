@@ -128,7 +128,7 @@ def test_video_export_loads_offline_and_matches(pusht: Path, video_export: tuple
         metas = store.all_meta()
     np.testing.assert_array_equal(_column(ds, "action"), data["action"])
     np.testing.assert_array_equal(_column(ds, "observation.state"), data["state"])
-    np.testing.assert_array_equal(_column(ds, "gt_state"), data["gt_state"])
+    np.testing.assert_array_equal(_column(ds, "task_state"), data["task_state"])
     psnr = _psnr(_frames(ds), data["image"])
     print(f"{summary['vcodec']} crf {summary['crf']}: PSNR {psnr:.2f} dB")
     assert psnr >= 35.0
@@ -174,7 +174,7 @@ def _assert_same_store(a: Path, b: Path, image_psnr: float | None = None) -> Non
         assert back.attrs["env"] == src.attrs["env"]
         assert set(back.schema.keys) == set(src.schema.keys)
         x, y = src.load(), back.load()
-    for key in ("action", "state", "gt_state"):
+    for key in ("action", "state", "task_state"):
         np.testing.assert_array_equal(y[key], x[key])
     if image_psnr is None:
         np.testing.assert_array_equal(y["image"], x["image"])
@@ -218,12 +218,12 @@ HALF = geo.GOAL + np.array([15.0, 0.0, 0.0])  # partly on it
 
 
 def _posed(path: Path, scores: list[float | None], names: dict | None = None) -> Path:
-    """A 16 px store whose gt_state block poses walk FAR -> HALF -> GOAL -> GOAL, one
+    """A 16 px store whose task_state block poses walk FAR -> HALF -> GOAL -> GOAL, one
     episode per entry of ``scores`` (its meta.score)."""
-    spec = {"image": (16, 16, 3), "action": (2,), "state": (2,), "gt_state": (3,)}
+    spec = {"image": (16, 16, 3), "action": (2,), "state": (2,), "task_state": (3,)}
     keys = {k: KeySpec(shape=v, dtype="uint8" if k == "image" else "float32")
             for k, v in spec.items()}  # fmt: skip
-    attrs = {"task": "t", "env": "pusht", "gt_state_names": ["block_x", "block_y", "block_angle"]}
+    attrs = {"task": "t", "env": "pusht", "task_state_names": ["block_x", "block_y", "block_angle"]}
     with EpisodeStore.create(
         path, StoreSchema(keys=keys), fps=10, action_meaning="target (u, v) in pixels",
         attrs={**attrs, **(names or {})},
@@ -233,7 +233,7 @@ def _posed(path: Path, scores: list[float | None], names: dict | None = None) ->
                 "image": np.zeros((4, 16, 16, 3), np.uint8),
                 "action": np.full((4, 2), i, np.float32),
                 "state": np.zeros((4, 2), np.float32),
-                "gt_state": np.stack([FAR, HALF, geo.GOAL, geo.GOAL]).astype(np.float32),
+                "task_state": np.stack([FAR, HALF, geo.GOAL, geo.GOAL]).astype(np.float32),
             }
             meta = EpisodeMeta(source="real", generator="play", success=True, score=score)
             store.append_episode(data, meta)
@@ -281,7 +281,7 @@ def test_dimension_names(tmp_path: Path) -> None:
 
 
 def test_pixels_export_round_trip_skips_next(tmp_path: Path) -> None:
-    """--obs pixels_agent_pos has next.* (scored from the unexported gt_state) and no
+    """--obs pixels_agent_pos has next.* (scored from the unexported task_state) and no
     keypoints; importing it back skips next.* and gives the exported keys exactly."""
     src = _posed(tmp_path / "p.zarr", [0.5, None])
     out, back = tmp_path / "ds", tmp_path / "back.zarr"
@@ -313,6 +313,37 @@ def test_extra_camera_round_trip(tmp_path: Path) -> None:
     with EpisodeStore.open(only) as c:
         assert c.schema.image_keys == ["image"] and c.schema.keys["image"].shape == (8, 12, 3)
         np.testing.assert_array_equal(c.load(["image"])["image"], x["image_wrist"])
+
+
+def test_pile_two_cameras_round_trip(tmp_path: Path) -> None:
+    """A pile store's cameras export as observation.images.top / .side (no PushT keypoints
+    or next.*: pile has no block pose) and import back to image / image_side exactly."""
+    src, out, back = tmp_path / "pile.zarr", tmp_path / "ds", tmp_path / "back.zarr"
+    args = ["collect", "--env", "pile", "--generator", "pile_play", "--episodes", "2"]
+    result = runner.invoke(app, [*args, "--steps", "5", "--resolution", "32", "--out", str(src)])
+    assert result.exit_code == 0, result.output
+    summary = _ok(["export", "lerobot", str(src), str(out), "--repo-id", REPO, "--images"])
+    cameras = ["observation.images.top", "observation.images.side"]
+    assert summary["features"] == [cameras[0], "action", "observation.state", "task_state",
+                                   cameras[1], "provenance"]  # fmt: skip
+    ds = LeRobotDataset(REPO, root=out)
+    assert ds.meta.camera_keys == cameras and ds.meta.robot_type == "pile"
+    imported = _ok(["import", "lerobot", str(out), str(back)])
+    assert imported["cameras"] == {cameras[0]: "image", cameras[1]: "image_side"}
+    with EpisodeStore.open(src) as a, EpisodeStore.open(back) as b:
+        assert a.schema == b.schema and a.all_meta() == b.all_meta()
+        assert b.attrs["cameras"] == ["top", "side"] and b.attrs["env"] == "pile"
+        assert {k: v for k, v in b.attrs.items() if k != "imported_from"} == a.attrs
+        x, y = a.load(), b.load()
+    assert set(x) == {"image", "image_side", "action", "state", "task_state"}
+    for key in x:
+        np.testing.assert_array_equal(y[key], x[key])
+    np.testing.assert_array_equal(_frames(ds, cameras[1]), x["image_side"])
+    side = tmp_path / "side.zarr"
+    _ok(["import", "lerobot", str(out), str(side), "--camera", cameras[1]])
+    with EpisodeStore.open(side) as c:
+        assert c.schema.image_keys == ["image"] and c.attrs["cameras"] == ["side"]
+        np.testing.assert_array_equal(c.load(["image"])["image"], x["image_side"])
 
 
 def test_foreign_dataset_imports_as_real(tmp_path: Path) -> None:

@@ -40,7 +40,7 @@ def test_every_job_comes_out_once_with_its_length_and_provenance() -> None:
         steps = 3 + ((ep.meta.seed or 0) - 10) % 4
         assert ep.data["image"].shape == (steps, 32, 32, 3)
         assert ep.data["action"].shape == (steps, 2) and ep.data["action"].dtype == np.float32
-        assert ep.data["gt_state"].shape == (steps, 3)
+        assert ep.data["task_state"].shape == (steps, 3)
         m = ep.meta
         assert m.source == "world_model" and m.generator == "play" and m.model_id == "tiny@x"
         assert m.generator_params["max_speed"] == 40.0
@@ -76,11 +76,11 @@ def test_expert_steers_by_the_probe() -> None:
     jobs = [GenJob(seed=s, generator="expert", generator_params={}, steps=8) for s in (3, 4)]
     for ep in eng.run(jobs):
         _, block = eng.world.model.read_frames(ep.data["image"])
-        np.testing.assert_allclose(ep.data["gt_state"], block, atol=1e-4)
+        np.testing.assert_allclose(ep.data["task_state"], block, atol=1e-4)
         expert = ExpertGenerator()
         d = ep.data
         obs = [
-            Observation(d["image"][t], d["state"][t], d["gt_state"][t], 0.0, False)
+            Observation(d["image"][t], d["state"][t], d["task_state"][t], 0.0, False)
             for t in range(len(d["action"]))
         ]
         expert.reset(int(ep.meta.seed or 0), obs[0])
@@ -272,7 +272,7 @@ def test_engine_inside_the_ground_truth_generates_ground_truth_episodes() -> Non
     env = PushTWorld(1, 32)
     for job in GT_JOBS:
         a, b = runs[0][job.seed], runs[1][job.seed]
-        for key in ("image", "action", "state", "gt_state"):
+        for key in ("image", "action", "state", "task_state"):
             np.testing.assert_array_equal(a.data[key], b.data[key])  # order-independent
         gen = make_generator("expert")
         stop = job.stop_on_success
@@ -280,7 +280,7 @@ def test_engine_inside_the_ground_truth_generates_ground_truth_episodes() -> Non
         assert a.frames == real.frames and a.meta.success == real.meta.success
         assert a.meta.success == job.stop_on_success  # the expert's two successes
         np.testing.assert_array_equal(a.data["image"], real.data["image"])
-        for key in ("action", "state", "gt_state"):
+        for key in ("action", "state", "task_state"):
             np.testing.assert_allclose(a.data[key], real.data[key], atol=1e-3)
         if job.stop_on_success:
             assert a.frames < job.steps

@@ -121,7 +121,7 @@ def _episode(seed: int, success: bool) -> GeneratedEpisode:
         "image": np.zeros((3, 32, 32, 3), np.uint8),
         "action": np.zeros((3, 2), np.float32),
         "state": np.zeros((3, 2), np.float32),
-        "gt_state": np.zeros((3, 3), np.float32),
+        "task_state": np.zeros((3, 3), np.float32),
     }
     meta = EpisodeMeta(source="world_model", generator="expert", seed=seed, success=success)
     return GeneratedEpisode(data, meta)

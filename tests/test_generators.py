@@ -43,8 +43,10 @@ def _run(
 
 
 def test_registry() -> None:
-    assert set(GENERATORS) == {"play", "expert", "replay", "policy", "hold_still"}
-    with pytest.raises(FactoryError, match="expert, hold_still, play, policy, replay"):
+    assert set(GENERATORS) == {
+        *("play", "expert", "replay", "policy", "hold_still", "pile_play", "pile_expert")
+    }
+    with pytest.raises(FactoryError, match="expert, hold_still, pile_expert, pile_play, play, "):
         make_generator("nope")
     with pytest.raises(FactoryError, match="no parameter"):
         make_generator("play", warp_speed=3)

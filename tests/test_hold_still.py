@@ -21,7 +21,7 @@ def test_hold_still_leaves_the_ground_truth_as_it_was() -> None:
     world.close()
     np.testing.assert_allclose(ep.data["action"], np.tile(AWAY[:2], (8, 1)))
     np.testing.assert_allclose(ep.data["state"], np.tile(AWAY[:2], (8, 1)), atol=1e-4)
-    np.testing.assert_allclose(ep.data["gt_state"], np.tile(AWAY[2:], (8, 1)), atol=1e-4)
+    np.testing.assert_allclose(ep.data["task_state"], np.tile(AWAY[2:], (8, 1)), atol=1e-4)
     assert not ep.meta.success and ep.meta.generator == "hold_still"
     assert ep.meta.generator_params == {}
 

@@ -69,15 +69,15 @@ def _seeded_states(seeds: list[int]) -> np.ndarray:
 
 
 def _first_states(store: EpisodeStore) -> np.ndarray:
-    """Each episode's first recorded (state, gt_state) as (E, 5)."""
-    return np.stack([np.concatenate([e["state"][0], e["gt_state"][0]]) for e in store]).astype(
+    """Each episode's first recorded (state, task_state) as (E, 5)."""
+    return np.stack([np.concatenate([e["state"][0], e["task_state"][0]]) for e in store]).astype(
         np.float32
     )
 
 
 @pytest.fixture(scope="module")
 def collected(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Two real 32 px episodes of 6 frames, with ``state`` and ``gt_state``."""
+    """Two real 32 px episodes of 6 frames, with ``state`` and ``task_state``."""
     out = tmp_path_factory.mktemp("src") / "src.zarr"
     _ok(["collect", "--out", str(out), "--episodes", "2", "--steps", "6", "--resolution", "32"])
     return out
@@ -119,8 +119,8 @@ def test_generate_on_ray_exactly_n_with_the_models_state(
 def test_generate_replay_starts_from_the_stored_state(
     ray_session: Any, obj_dir: Path, collected: Path, tmp_path: Path
 ) -> None:
-    """Replay of a store with gt_state: the object_state model starts from the stored
-    (state, gt_state) exactly, so the first recorded state is the source's first state."""
+    """Replay of a store with task_state: the object_state model starts from the stored
+    (state, task_state) exactly, so the first recorded state is the source's first state."""
     out = tmp_path / "rp.zarr"
     args = ["generate", "--model", str(obj_dir), "--out", str(out), "--batch-size", "2"]
     args += ["--episodes", "3", "--generator", "replay", "--source", str(collected)]
@@ -135,7 +135,7 @@ def test_generate_replay_starts_from_the_stored_state(
             got = store.episode(i)
             np.testing.assert_array_equal(got["image"][0], real["image"][0])
             np.testing.assert_allclose(got["state"][0], real["state"][0], atol=1e-4)
-            np.testing.assert_allclose(got["gt_state"][0], real["gt_state"][0], atol=1e-4)
+            np.testing.assert_allclose(got["task_state"][0], real["task_state"][0], atol=1e-4)
 
 
 # -- 2. factory demo -----------------------------------------------------------------------
@@ -184,7 +184,7 @@ def test_teleop_scripted_session_in_the_model(obj_dir: Path, tmp_path: Path) -> 
 def test_teleop_reset_from_a_store_starts_from_its_state(
     obj_dir: Path, collected: Path, tmp_path: Path
 ) -> None:
-    """--reset-from a store with state + gt_state: the model starts from the stored
+    """--reset-from a store with state + task_state: the model starts from the stored
     state exactly (not from its reader's reading of the first frame)."""
     out = tmp_path / "r.zarr"
     args = ["teleop", "--model", str(obj_dir), *SCRIPTED, "--generator", "replay"]

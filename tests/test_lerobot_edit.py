@@ -162,7 +162,7 @@ def test_derived_columns_are_skipped_on_import(exports: dict[str, Path], tmp_pat
     summary = json.loads(result.stdout.strip().splitlines()[-1])
     assert {"next.reward", "next.success", "next.done"} <= set(summary["skipped"])
     with EpisodeStore.open(back) as store:
-        assert set(store.schema.keys) == {"image", "action", "state", "gt_state"}
+        assert set(store.schema.keys) == {"image", "action", "state", "task_state"}
 
 
 # ------------------------------------------------------------------ lerobot-edit-dataset

@@ -96,7 +96,7 @@ def test_reader_metrics_measures_against_the_store(tmp_path: Path) -> None:
     ep = store.episode(0)
     assert out["frames"] == 12
     assert out["agent_err_px"] == pytest.approx(np.linalg.norm(ep["state"][:, :2], axis=1).mean())
-    block = np.linalg.norm(ep["gt_state"][:, :2], axis=1).mean()
+    block = np.linalg.norm(ep["task_state"][:, :2], axis=1).mean()
     assert out["block_err_px"] == pytest.approx(block, rel=1e-5)
 
 

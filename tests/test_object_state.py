@@ -548,10 +548,10 @@ def test_train_all_object_state(gt_store: Path, tmp_path: Path) -> None:
     assert isinstance(load_model_dir(out / "model"), ObjectStateModel)
 
 
-def test_train_all_object_state_needs_gt_state(filled: Path, tmp_path: Path) -> None:
+def test_train_all_object_state_needs_task_state(filled: Path, tmp_path: Path) -> None:
     args = ["train", "all", "--data", str(filled), "--out", str(tmp_path / "o"), "--steps", "6"]
     result = runner.invoke(app, [*args, "--kind", "object_state", "--device", "cpu"])
-    assert_one_line_error(result, "gt_state", "latent_grid")
+    assert_one_line_error(result, "task_state", "latent_grid")
     assert not (tmp_path / "o").exists()
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import signal
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -15,12 +15,13 @@ import pytest
 from factories import write_tiny_model_dir
 from store_factories import start_child
 
+from factory.envs.pile import PileWorld
 from factory.envs.pusht import PushTWorld
 from factory.errors import FactoryError
 from factory.generators import make_generator
 from factory.model.files import model_files, model_identity
 from factory.model.shipping import model_bytes as pack_model
-from factory.record import EpisodeRecorder, check_output, open_output
+from factory.record import EpisodeRecorder, check_output, open_output, store_attrs, store_schema
 from factory.record.runner import EpisodeRunner, EpisodeSpec, Start, run_episode
 from factory.store import EpisodeStore
 from factory.world import Observation, WorldObs, WorldSpec
@@ -48,7 +49,7 @@ def test_recorder_steps_to_episode_and_meta() -> None:
     data = rec.data()
     assert data["image"].shape == (3, 4, 4, 3) and data["image"][:, 0, 0, 0].tolist() == [0, 1, 2]
     assert data["action"].dtype == np.float32 and data["action"][2].tolist() == [2, -2]
-    assert data["gt_state"].shape == (3, 3) and len(rec) == 3
+    assert data["task_state"].shape == (3, 3) and len(rec) == 3
     meta = rec.meta(
         source="real", generator="g", generator_params={"k": 1}, seed=7, world="w", task="t"
     )
@@ -75,7 +76,7 @@ def test_runner_batch_matches_single_episodes() -> None:
     single = PushTWorld(batch_size=1, resolution=32)
     for r, seed in enumerate(seeds):
         alone = run_episode(single, make_generator("expert"), seed, steps, source="real")
-        for key in ("image", "action", "state", "gt_state"):
+        for key in ("image", "action", "state", "task_state"):
             np.testing.assert_array_equal(batch[r].data[key], alone.data[key])
         assert batch[r].meta.seed == seed and batch[r].meta.extra["row"] == r
         assert batch[r].meta.generator == "expert" and batch[r].frames == steps
@@ -126,6 +127,46 @@ def test_check_output_creates_nothing(tmp_path: Path) -> None:
     with pytest.raises(FactoryError, match=r"different schema|resolution"):
         check_output(out, other, 32, append=True)
     check_output(out, spec, 16, append=True)
+
+
+def test_recorder_keeps_every_camera_of_every_step() -> None:
+    rec = EpisodeRecorder()
+    for i in range(3):
+        obs = _obs(i)
+        side = np.full((4, 4, 3), 10 + i, np.uint8)
+        rec.record(replace(obs, views={"side": side}), np.zeros(2))
+        side[:] = 0  # the recorder kept its own copy of the view too
+    data = rec.data()
+    assert set(data) == {"image", "action", "state", "task_state", "image_side"}
+    assert data["image_side"].shape == (3, 4, 4, 3) and data["image_side"].dtype == np.uint8
+    assert data["image_side"][:, 0, 0, 0].tolist() == [10, 11, 12]
+    assert data["image"][:, 0, 0, 0].tolist() == [0, 1, 2]
+    with pytest.raises(FactoryError, match="cameras"):
+        rec.record(_obs(3), np.zeros(2))  # a step without the side camera
+
+
+def test_store_schema_and_attrs_name_the_cameras(tmp_path: Path) -> None:
+    pusht = PushTWorld(batch_size=1, resolution=16)
+    assert list(store_schema(pusht.spec).keys) == ["image", "action", "state", "task_state"]
+    assert store_attrs(pusht.spec, 16) == {"env": "pusht", "resolution": 16}  # unchanged
+    pusht.close()
+    spec = PileWorld(resolution=16).spec
+    schema = store_schema(spec)
+    assert schema.image_keys == ["image", "image_side"]
+    assert schema.keys["image_side"] == schema.keys["image"]
+    assert store_attrs(spec, 16) == {"env": "pile", "resolution": 16, "cameras": ["top", "side"]}
+    out = tmp_path / "pile.zarr"
+    with open_output(out, spec, 16, append=False) as store:
+        assert store.attrs["cameras"] == ["top", "side"]
+    check_output(out, spec, 16, append=True)
+    # the same keys, but a store that does not say which cameras they are: refused
+    bare = tmp_path / "bare.zarr"
+    attrs = {"env": "pile", "resolution": 16}
+    EpisodeStore.create(
+        bare, schema, fps=10.0, action_meaning=spec.action_meaning, attrs=attrs
+    ).close()
+    with pytest.raises(FactoryError, match="cameras"):
+        check_output(bare, spec, 16, append=True)
 
 
 def test_model_files_leave_training_state_behind(tmp_path: Path) -> None:
@@ -308,7 +349,7 @@ def test_stream_gives_each_job_its_own_episode_whatever_the_batch_or_order() -> 
             np.testing.assert_array_equal(ep.data["image"][:, 0, 0, 0], want.astype(np.uint8))
             assert ep.meta.success == success
             assert ep.meta.extra["steps"] == job.steps and ep.meta.generator_params["inc"] > 0
-            for key in ("image", "action", "state", "gt_state"):
+            for key in ("image", "action", "state", "task_state"):
                 np.testing.assert_array_equal(ep.data[key], results[0][job.seed].data[key])
 
 

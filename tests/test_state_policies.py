@@ -7,6 +7,7 @@ lerobot's own checkpoint loader.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -68,12 +69,12 @@ def test_state_export_holds_keypoints_of_the_block_pose(pusht: Path, state_expor
     ds = LeRobotDataset(REPO, root=state_export)
     assert not ds.meta.video_keys and not ds.meta.image_keys
     assert set(ds.meta.features) >= {"action", "observation.state", "observation.environment_state"}
-    assert "gt_state" not in ds.meta.features
+    assert "task_state" not in ds.meta.features
     cols = ds.hf_dataset.with_format("numpy")
     with EpisodeStore.open(pusht) as store:
         data = store.load()
     kps = np.stack(cols["observation.environment_state"])
-    np.testing.assert_allclose(kps, geo.keypoints(data["gt_state"]), atol=1e-3)
+    np.testing.assert_allclose(kps, geo.keypoints(data["task_state"]), atol=1e-3)
     np.testing.assert_array_equal(np.stack(cols["observation.state"]), data["state"])
 
 
@@ -88,7 +89,7 @@ def test_pixels_export_has_no_keypoints(pusht: Path, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("obs", "drop", "needle"),
-    [("environment_state_agent_pos", "gt_state", "block pose"), ("nope", None, "--obs")],
+    [("environment_state_agent_pos", "task_state", "block pose"), ("nope", None, "--obs")],
 )
 def test_state_export_refusals(
     pusht: Path, tmp_path: Path, obs: str, drop: str | None, needle: str
@@ -99,7 +100,7 @@ def test_state_export_refusals(
 
         src = tmp_path / "no_pose.zarr"
         merge_stores(
-            [pusht], src, episodes=[[0]], attrs={"gt_state_names": ["a", "b", "c"]}
+            [pusht], src, episodes=[[0]], attrs={"task_state_names": ["a", "b", "c"]}
         ).close()
     out = tmp_path / "out"
     result = runner.invoke(app, ["export", "lerobot", str(src), str(out), "--repo-id", REPO,
@@ -162,6 +163,22 @@ def test_trainer_writes_what_lerobot_loads_and_learns(state_export: Path, tmp_pa
     }
     action = post(policy.select_action(pre(obs)))
     assert tuple(action.shape) == (1, 2) and torch.isfinite(action).all()
+
+
+def test_cosine_schedule_decays_to_its_floor(state_export: Path, tmp_path: Path) -> None:
+    from factory.errors import FactoryError
+    from policies.train import COSINE_FLOOR, PolicyTrainConfig, train_policy
+
+    tiny = dict(dim_model=16, n_heads=2, dim_feedforward=32, n_encoder_layers=1,
+                n_decoder_layers=1, chunk_size=4, n_action_steps=2, use_vae=False,
+                optimizer_lr=1e-3)  # fmt: skip
+    base = PolicyTrainConfig(root=state_export, repo_id=REPO, out=tmp_path / "a",
+                             overrides=tiny, steps=40, batch_size=4)  # fmt: skip
+    assert train_policy(base)["lr_last"] == pytest.approx(1e-3)  # ACT's preset: constant
+    cosine = dataclasses.replace(base, out=tmp_path / "b", lr_schedule="cosine")
+    assert train_policy(cosine)["lr_last"] == pytest.approx(1e-3 * COSINE_FLOOR, rel=1e-3)
+    with pytest.raises(FactoryError, match="--lr-schedule must be one of preset, cosine"):
+        train_policy(dataclasses.replace(base, lr_schedule="linear"))
 
 
 def test_trainer_refuses_cameras(pusht: Path, tmp_path: Path) -> None:

@@ -27,12 +27,16 @@ from view_factories import OFFSET, RES, many_store, view_store
 
 from dataview import DataViewServer
 from dataview.server import PortInUseError
+from factory.envs.pile import PileWorld
 from factory.envs.scoring import scorer_for
 from factory.errors import FactoryError
-from factory.store import EpisodeStore
+from factory.generators import make_generator
+from factory.record import open_output
+from factory.record.runner import run_episode
+from factory.store import EpisodeMeta, EpisodeStore
+from factory.store.provenance import is_seeded
 from factory.view import LruCache, StoreView, encode_png, episode_rows
-from factory.view.png import pick, shrink, strip, tile
-from factory.view.table import SEEDED
+from factory.view.png import beside, pick, shrink, strip, tile
 from pipelines.cli import app
 
 TOKEN = "view-test-token"
@@ -92,6 +96,11 @@ def test_a_sprite_sheet_puts_frame_t_at_its_row_and_column() -> None:
     assert (image[4:, 3:] == 0).all()  # the unused cells
     film = strip(frames[:3], gap=2)
     assert film.shape == (2, 3 * 3 + 2 * 2, 3) and (film[:, 3:5] == 255).all()
+    tall = np.full((7, 4, 1, 3), 9, np.uint8)  # a second camera, taller and narrower
+    pair = beside([frames, tall])
+    assert pair.shape == (7, 4, 3 + 2 + 1, 3) and beside([frames]) is frames
+    assert (pair[:, :2, :3] == frames).all() and (pair[:, 2:, :3] == 0).all()  # black below
+    assert (pair[:, :, 3:5] == 255).all() and (pair[:, :, 5:] == 9).all()
 
 
 def test_the_lru_cache_keeps_the_newest_within_its_budget_and_builds_once() -> None:
@@ -135,15 +144,22 @@ def test_rows_come_from_the_metadata_and_the_last_block_pose(
     score = made["score"]
     assert 0.3 < score[-1] < score[0] < 0.7  # the push moves the block off the goal
     assert rows[0].final_coverage == pytest.approx(float(score[-1]), abs=1e-5)  # the env's
-    model_final = scorer_for("pusht")(made["generated"]["gt_state"][-1:].astype(np.float64))[0]
+    model_final = scorer_for("pusht")(made["generated"]["task_state"][-1:].astype(np.float64))[0]
     assert rows[1].final_coverage == pytest.approx(float(model_final[0]), abs=1e-6)
     assert rows[2].final_coverage == pytest.approx(float(score[4]), abs=1e-5)
 
 
-def test_seeded_means_what_eval_transfer_replays() -> None:
-    from factory.eval.transfer import SEEDED as TRANSFER_SEEDED
+def test_seeded_means_a_recorded_ground_truth_start() -> None:
+    def meta(source: str, seed: int | None, **extra: object) -> EpisodeMeta:
+        return EpisodeMeta(source=source, generator="expert", seed=seed, extra=dict(extra))
 
-    assert SEEDED == TRANSFER_SEEDED
+    config = [1.0, 2.0, 3.0, 4.0, 0.5]
+    assert is_seeded(meta("world_model", 3, initial="seed", initial_config=config))
+    assert is_seeded(meta("world_model", None, initial="config", initial_config=config))
+    assert not is_seeded(meta("world_model", None, initial="seed", initial_config=config))
+    assert not is_seeded(meta("world_model", 3, initial="seed"))  # no config recorded
+    assert not is_seeded(meta("world_model", 3, initial="store", initial_config=config))
+    assert not is_seeded(meta("real", 3, initial="seed", initial_config=config))
 
 
 def test_the_table_of_1000_episodes_reads_no_image_and_comes_fast(
@@ -171,7 +187,7 @@ def test_the_table_of_1000_episodes_reads_no_image_and_comes_fast(
         view.close()
     rows = json.loads(body)["rows"]
     assert status == 200 and len(rows) == 1000 and elapsed < 2.0, elapsed
-    assert "image" not in read and read == ["gt_state"]  # one read of the block poses
+    assert "image" not in read and read == ["task_state"]  # one read of the block poses
     assert [r["seed"] for r in rows] == list(range(1000))
     coverage = np.array([r["final_coverage"] for r in rows])
     assert coverage[256] == pytest.approx(1.0, abs=1e-6) and coverage[0] == 0.0  # on, off
@@ -214,6 +230,41 @@ def test_thumbnails_filmstrips_and_frames_are_made_once_and_show_the_episode(
         view.close()
 
 
+def test_a_two_camera_episode_shows_both_cameras_side_by_side(tmp_path: Path) -> None:
+    """A pile store (top and side cameras): the thumbnail, the filmstrip and every cell of
+    the sprite sheet hold the top view, a 2 px white gap, then the side view."""
+    path, steps = tmp_path / "pile.zarr", 5
+    world = PileWorld(resolution=RES)
+    result = run_episode(world, make_generator("pile_play"), 3, steps, source="real")
+    with open_output(path, world.spec, RES, append=False) as out:
+        out.append_episode(result.data, result.meta)
+    top, side = result.data["image"], result.data["image_side"]
+    assert not np.array_equal(top, side)
+    view = StoreView(path)
+    try:
+        assert view.summary()["cameras"] == ["image", "image_side"]
+        thumb = _png(view.thumb_png(0))
+        assert thumb.shape == (RES, 2 * RES + 2, 3) and (thumb[:, RES : RES + 2] == 255).all()
+        np.testing.assert_array_equal(thumb[:, :RES], top[-1])
+        np.testing.assert_array_equal(thumb[:, RES + 2 :], side[-1])
+        film = _png(view.filmstrip_png(0))
+        assert film.shape == (RES, steps * (2 * RES + 2) + (steps - 1) * 2, 3)
+        np.testing.assert_array_equal(film[:, RES + 2 : 2 * RES + 2], side[0])
+        detail = view.detail(0)
+        assert detail["cameras"] == ["image", "image_side"]
+        sheet = detail["sheet"]
+        assert sheet == {"frames": steps, "cols": 3, "height": RES, "width": 2 * RES + 2}
+        frames = _png(view.frames_png(0))
+        for t in range(steps):
+            r, c = divmod(t, sheet["cols"])
+            cell = frames[r * RES : (r + 1) * RES, c * sheet["width"] : (c + 1) * sheet["width"]]
+            np.testing.assert_array_equal(cell[:, :RES], top[t])
+            np.testing.assert_array_equal(cell[:, RES + 2 :], side[t])
+    finally:
+        view.close()
+        world.close()
+
+
 def test_side_by_side_replays_the_generated_episode_in_the_ground_truth(
     store: tuple[Path, dict[str, Any]],
 ) -> None:
@@ -224,7 +275,7 @@ def test_side_by_side_replays_the_generated_episode_in_the_ground_truth(
         real, generated = made["real"], made["generated"]
         np.testing.assert_array_equal(pair.model_frames, generated["image"])
         np.testing.assert_array_equal(pair.real_frames, real["image"])  # same start, actions
-        np.testing.assert_allclose(pair.real_pose, real["gt_state"], atol=1e-4)
+        np.testing.assert_allclose(pair.real_pose, real["task_state"], atol=1e-4)
         np.testing.assert_allclose(pair.position_err_px, np.linalg.norm(OFFSET), atol=1e-3)
         np.testing.assert_allclose(pair.angle_err_deg, 0.0, atol=1e-3)
         np.testing.assert_allclose(pair.real_coverage, made["score"], atol=1e-6)

@@ -48,7 +48,7 @@ def run_world(config: np.ndarray, actions: np.ndarray) -> dict[str, np.ndarray]:
         "image": np.stack(frames),
         "action": actions.astype(np.float32),
         "state": np.stack(state).astype(np.float32),
-        "gt_state": np.stack(pose).astype(np.float32),
+        "task_state": np.stack(pose).astype(np.float32),
         "score": np.array(score, np.float32),
     }
 
@@ -65,7 +65,7 @@ def view_store(path: Path) -> dict[str, Any]:
     config = START
     real = run_world(config, push_actions(config))
     score = real.pop("score")
-    generated = {**real, "image": 255 - real["image"], "gt_state": real["gt_state"] + OFFSET}
+    generated = {**real, "image": 255 - real["image"], "task_state": real["task_state"] + OFFSET}
     extra = {"world": "pusht-model", "initial": "config", "initial_config": config.tolist()}
     metas = [
         EpisodeMeta("real", "play", seed=7, success=False, score=float(score[-1])),
@@ -88,7 +88,7 @@ def many_store(path: Path, episodes: int) -> EpisodeStore:
         {
             "image": KeySpec((8, 8, 3), "uint8"),
             "action": KeySpec((2,), "float32"),
-            "gt_state": KeySpec((3,), "float32"),
+            "task_state": KeySpec((3,), "float32"),
         }
     )
     store = EpisodeStore.create(path, schema, fps=10.0, action_meaning="xy", attrs={"env": "pusht"})
@@ -97,7 +97,7 @@ def many_store(path: Path, episodes: int) -> EpisodeStore:
         data = {
             "image": np.full((2, 8, 8, 3), i % 256, np.uint8),
             "action": np.zeros((2, 2), np.float32),
-            "gt_state": pose,
+            "task_state": pose,
         }
         store.append_episode(data, EpisodeMeta("real", "play", seed=i, success=i % 2 == 0))
     store.close()

@@ -14,8 +14,15 @@ def _make_pusht(batch_size: int, resolution: int) -> World:
     return PushTWorld(batch_size=batch_size, resolution=resolution)
 
 
+def _make_pile(batch_size: int, resolution: int) -> World:
+    from factory.envs.pile import PileWorld
+
+    return PileWorld(batch_size=batch_size, resolution=resolution)
+
+
 WORLDS: dict[str, Callable[[int, int], World]] = {
     "pusht": _make_pusht,
+    "pile": _make_pile,
 }
 """Registry: world name -> factory(batch_size, resolution)."""
 

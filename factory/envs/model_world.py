@@ -49,7 +49,9 @@ class ModelWorld:
         model.check_compatible(action_dim=base.action_dim, image_shape=base.image_shape)
         self.model = model
         self.batch_size = batch_size
-        self.spec: WorldSpec = dataclasses.replace(base, name=f"{base.name}-model")
+        # the model renders the main camera only: its spec names no cameras, its
+        # observations carry no views
+        self.spec: WorldSpec = dataclasses.replace(base, name=f"{base.name}-model", cameras=())
         self.model_id = model_id
         self._seed = seed
         self._score = scorer_for(world)

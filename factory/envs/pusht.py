@@ -9,12 +9,14 @@ from typing import Any
 import numpy as np
 
 from factory.envs import pusht_geometry as geo
+from factory.envs.checks import check_configs, check_seeds, check_target_actions
 from factory.errors import FactoryError
 from factory.world import WorldObs, WorldSpec
 
 log = logging.getLogger(__name__)
 
 CONFIG_DIM = 5
+CONFIG_MEANING = "agent x, y, block x, y, angle"
 CONTACT_MARGIN = 1.0  # pixels: the agent disk within this of the T counts as touching
 
 
@@ -93,38 +95,16 @@ class PushTWorld:
         if seeds is not None and configs is not None:
             raise FactoryError("reset takes seeds or configs, not both")
         if configs is not None:
-            results = self._reset_configs(self._check_configs(configs))
+            results = self._reset_configs(
+                check_configs(configs, self.batch_size, CONFIG_DIM, CONFIG_MEANING)
+            )
         else:
             if seeds is None:
                 seeds = np.random.SeedSequence().generate_state(self.batch_size)
-            checked = self._check_seeds(seeds)
+            checked = check_seeds(seeds, self.batch_size)
             results = [env.reset(seed=int(s)) for env, s in zip(self._envs, checked, strict=True)]
         self._ready = True
         return self._collect(results, coverage=None)
-
-    def _check_seeds(self, seeds: np.ndarray) -> np.ndarray:
-        arr = np.asarray(seeds).reshape(-1)
-        if arr.shape != (self.batch_size,):
-            raise FactoryError(
-                f"reset needs {self.batch_size} seeds (one per episode), got shape "
-                f"{np.shape(seeds)}"
-            )
-        if not np.issubdtype(arr.dtype, np.integer) or np.any(arr < 0):
-            raise FactoryError(f"seeds must be non-negative integers, got {arr.tolist()}")
-        return arr
-
-    def _check_configs(self, configs: np.ndarray) -> np.ndarray:
-        arr = np.asarray(configs, dtype=np.float64)
-        if arr.shape == (CONFIG_DIM,) and self.batch_size == 1:
-            arr = arr[None]
-        if arr.shape != (self.batch_size, CONFIG_DIM):
-            raise FactoryError(
-                f"configs must have shape ({self.batch_size}, {CONFIG_DIM}) "
-                f"(agent x, y, block x, y, angle), got {arr.shape}"
-            )
-        if not np.all(np.isfinite(arr)):
-            raise FactoryError("configs contain non-finite values (NaN or inf)")
-        return arr
 
     def _reset_configs(self, configs: np.ndarray) -> list[tuple[Any, dict[str, Any]]]:
         results = []
@@ -150,32 +130,13 @@ class PushTWorld:
         """Advance every episode by one 10 Hz step; actions (B, 2) are clipped to the board."""
         if not self._ready:
             raise FactoryError("step called before reset")
-        acts = self._check_actions(actions)
+        acts = check_target_actions(actions, self.batch_size, geo.BOARD_SIZE)
         results = []
         for env, act in zip(self._envs, acts, strict=True):
             obs, _reward, _term, _trunc, info = env.step(act)
             results.append((obs, info))
         cov = np.array([r[1]["coverage"] for r in results], dtype=np.float32)
         return self._collect(results, coverage=cov)
-
-    def _check_actions(self, actions: np.ndarray) -> np.ndarray:
-        try:
-            arr = np.asarray(actions, dtype=np.float64)
-        except (TypeError, ValueError) as err:
-            raise FactoryError(f"actions must be a numeric (B, 2) array: {err}") from None
-        if arr.shape != (self.batch_size, 2):
-            raise FactoryError(
-                f"actions must have shape ({self.batch_size}, 2) (target x, y per episode), "
-                f"got {arr.shape}"
-            )
-        bad = ~np.isfinite(arr)
-        if bad.any():
-            rows = sorted({int(i) for i in np.nonzero(bad)[0]})
-            raise FactoryError(
-                f"actions contain non-finite values (NaN or inf) for episode(s) {rows}: "
-                f"{arr[rows].tolist()}"
-            )
-        return np.clip(arr, 0.0, geo.BOARD_SIZE)
 
     # -- observations --------------------------------------------------------------------
     def _collect(

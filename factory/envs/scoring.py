@@ -23,7 +23,13 @@ def _score_pusht(task_state: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return score, score > 0.95
 
 
-SCORERS: dict[str, Scorer] = {"pusht": _score_pusht}
+def _score_pile(task_state: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    from factory.envs.pile_geometry import score_and_success
+
+    return score_and_success(np.asarray(task_state))
+
+
+SCORERS: dict[str, Scorer] = {"pusht": _score_pusht, "pile": _score_pile}
 
 
 def scorer_for(world: str) -> Scorer:

@@ -40,11 +40,11 @@ HORIZONS = (1, 10, 50, 100)
 @dataclass(frozen=True)
 class ReplaySet:
     """Real windows to replay: frames (E, K+T, H, W, 3) uint8, actions (E, K+T, A) float32,
-    gt_state (E, K+T, 3) float32 (PushT block x, y, angle), state (E, K+T, 2) the agent."""
+    task_state (E, K+T, 3) float32 (PushT block x, y, angle), state (E, K+T, 2) the agent."""
 
     frames: np.ndarray
     actions: np.ndarray
-    gt_state: np.ndarray
+    task_state: np.ndarray
     context: int
     state: np.ndarray | None = None
 
@@ -52,7 +52,7 @@ class ReplaySet:
         """(E, K+T, S) agent + block states, or None without the agent state."""
         if self.state is None:
             return None
-        return np.concatenate([self.state[..., :2], self.gt_state], axis=-1).astype(np.float32)
+        return np.concatenate([self.state[..., :2], self.task_state], axis=-1).astype(np.float32)
 
 
 def parse_horizons(text: str) -> tuple[int, ...]:
@@ -90,7 +90,7 @@ def replay_set(
     return ReplaySet(
         frames=np.stack([e["image"][:need] for e in eps]),
         actions=np.stack([e["action"][:need] for e in eps]).astype(np.float32),
-        gt_state=np.stack([e["gt_state"][:need] for e in eps]).astype(np.float32),
+        task_state=np.stack([e["task_state"][:need] for e in eps]).astype(np.float32),
         context=context,
         state=np.stack([e["state"][:need] for e in eps]).astype(np.float32) if has_state else None,
     )
@@ -199,7 +199,7 @@ def horizon_metrics(
         real = np.concatenate([rs.frames[:, rs.context - 1 + h] for rs, _ in reached])
         last = np.concatenate([rs.frames[:, rs.context - 1] for rs, _ in reached])
         block = np.concatenate([rep.task_state[:, h - 1] for _, rep in reached])
-        truth = np.concatenate([rs.gt_state[:, rs.context - 1 + h] for rs, _ in reached])
+        truth = np.concatenate([rs.task_state[:, rs.context - 1 + h] for rs, _ in reached])
         result[str(h)] = {"episodes": len(gen), **_horizon_row(gen, real, last, block, truth)}
     return result
 
@@ -340,7 +340,7 @@ def reader_metrics(model: RolloutModel, store: EpisodeStore, stride: int = 5) ->
         ep = store.episode(i)
         frames.append(ep["image"][::stride])
         state.append(ep["state"][::stride])
-        gt.append(ep["gt_state"][::stride])
+        gt.append(ep["task_state"][::stride])
     real = np.concatenate(frames)
     reads = [model.read_frames(real[i : i + 256]) for i in range(0, len(real), 256)]
     agent_all = np.concatenate([a for a, _ in reads])

@@ -101,7 +101,7 @@ def choose_starts(
         (i, int(t))
         for i in range(store.n_episodes)
         for t in candidate_starts(
-            store.episode(i)["state"][:, :2], store.episode(i)["gt_state"], context, cfg
+            store.episode(i)["state"][:, :2], store.episode(i)["task_state"], context, cfg
         )
     ]
     if not pool:
@@ -115,7 +115,9 @@ def choose_starts(
         frames.append(ep["image"][lo : t + 1])
         actions.append(np.asarray(ep["action"][lo:t], np.float32))
         agent.append(np.asarray(ep["state"][t, :2], np.float32))
-        states.append(np.concatenate([ep["state"][lo : t + 1, :2], ep["gt_state"][lo : t + 1]], 1))
+        states.append(
+            np.concatenate([ep["state"][lo : t + 1, :2], ep["task_state"][lo : t + 1]], 1)
+        )
     return PermanenceStarts(
         frames=np.stack(frames),
         actions=np.stack(actions),
@@ -154,8 +156,8 @@ def run_permanence(
         ious[h] = np.array([m.iou(g, s) for g, s in zip(mask, start_mask, strict=True)])
         result[f"iou_{h}"] = float(ious[h].mean())
     result[f"iou_{cfg.steps}_min"] = float(ious[cfg.steps].min())
-    start_pose = np.stack([ep.data["gt_state"][0] for ep in episodes])
-    pose = np.stack([ep.data["gt_state"][cfg.steps] for ep in episodes])
+    start_pose = np.stack([ep.data["task_state"][0] for ep in episodes])
+    pose = np.stack([ep.data["task_state"][cfg.steps] for ep in episodes])
     agent = np.stack([ep.data["state"][cfg.steps, :2] for ep in episodes])
     drift = m.position_error(pose[:, :2], start_pose[:, :2])
     result["block_drift_px"] = float(np.median(drift))

@@ -9,7 +9,7 @@ which records it by the same convention as generation.
 
 Alignment (that of :class:`factory.gen.RolloutEngine`): ``action[t]`` is applied at frame
 ``t``, so the recorded last frame ``T-1`` is what the model showed after ``T-1`` actions,
-and ``gt_state[T-1]`` (the model's own reading of the block, the probe's) is compared with
+and ``task_state[T-1]`` (the model's own reading of the block, the probe's) is compared with
 the real block after the same ``T-1`` actions. Success is sticky, as the engine records it:
 the model's ``meta.success`` is whether any step's reading covered the goal; the real one
 is whether the env reported success after any of the ``T`` replayed actions.
@@ -31,11 +31,11 @@ from factory.eval import metrics as m
 from factory.generators import make_generator
 from factory.record.runner import EpisodeRunner, EpisodeSpec
 from factory.store import Episode, EpisodeStore
+from factory.store.provenance import is_seeded
 from factory.world import World, WorldObs
 
 log = logging.getLogger(__name__)
 
-SEEDED = ("seed", "config")
 RESET_TOL = 1e-3  # board px / rad: a seeded reset must land within this of initial_config
 
 
@@ -64,18 +64,16 @@ def seeded_episode(ep: Episode, env: str | None = None) -> TransferEpisode | Non
     the model from a seeded (or configured) ground-truth reset."""
     meta = ep.meta
     extra = meta.extra
-    if meta.source != "world_model" or extra.get("initial") not in SEEDED:
+    if not is_seeded(meta):
         return None
-    config = extra.get("initial_config")
-    if config is None or (extra["initial"] == "seed" and meta.seed is None):
-        return None
+    config = extra["initial_config"]
     return TransferEpisode(
         index=ep.index,
         seed=meta.seed,
         initial=str(extra["initial"]),
         initial_config=np.asarray(config, np.float64),
         actions=np.asarray(ep["action"], np.float32),
-        model_pose=np.asarray(ep["gt_state"][-1], np.float64),
+        model_pose=np.asarray(ep["task_state"][-1], np.float64),
         model_success=bool(meta.success),
         env=env or world_of(extra),
     )
@@ -83,9 +81,9 @@ def seeded_episode(ep: Episode, env: str | None = None) -> TransferEpisode | Non
 
 def load_targets(store: EpisodeStore, env: str | None = None) -> tuple[list[TransferEpisode], int]:
     """The store's seeded episodes and the number of others skipped; refuses a store with
-    none, one without ``action`` and ``gt_state``, or an episode with non-finite actions
+    none, one without ``action`` and ``task_state``, or an episode with non-finite actions
     (before any replay starts)."""
-    for key in ("action", "gt_state"):
+    for key in ("action", "task_state"):
         if key not in store.schema.keys:
             raise FactoryError(f"{store.path} has no data/{key}; it was not written by generate")
     targets: list[TransferEpisode] = []
@@ -152,7 +150,7 @@ def replay(world: World, target: TransferEpisode) -> dict[str, Any]:
     spec = EpisodeSpec(int(target.seed or 0), len(target.actions), config=config)
     policy = make_generator("replay", actions=target.actions, config=target.initial_config)
     (ep,) = EpisodeRunner(world, source="real").run([policy], [spec])
-    real_pose = ep.data["gt_state"][-1].astype(np.float64)  # frame T-1: after T-1 actions
+    real_pose = ep.data["task_state"][-1].astype(np.float64)  # frame T-1: after T-1 actions
     pos_err = float(m.position_error(target.model_pose[:2], real_pose[:2]))
     ang_err = float(m.angle_error_deg(target.model_pose[2], real_pose[2]))
     return {

@@ -43,5 +43,6 @@ class GenJob:
 
 
 GeneratedEpisode = EpisodeResult
-"""One generated episode: ``gt_state`` is the probe's block pose, ``state`` the dynamics'
-state head (see :class:`factory.record.EpisodeResult`)."""
+"""One generated episode: ``task_state`` is the model's reading of the block pose (its
+reader's or its state's), ``state`` the model's agent xy (see
+:class:`factory.record.EpisodeResult`)."""

@@ -20,7 +20,7 @@ from factory.envs.pusht import pusht_spec
 from factory.errors import FactoryError
 from factory.gen.jobs import GenJob
 from factory.gen.perturb import perturb_actions
-from factory.generators import GENERATORS
+from factory.generators import EXPERTS, GENERATORS, check_generator_world
 from factory.model import read_config
 from factory.model.files import model_dir_or_default, model_identity
 from factory.model.registry import kind_of
@@ -136,6 +136,8 @@ def plan_generate(cfg: GenerateConfig) -> GeneratePlan:
     if missing:
         raise FactoryError(f"model {model_dir} lacks part(s) {', '.join(missing)}; train them")
     resolution = mcfg.image_shape[0]
+    spec = pusht_spec(resolution)
+    check_generator_world(cfg.generator, spec.name)
     gen_dim = _generator_action_dim(cfg, resolution)
     if gen_dim != mcfg.action_dim:
         raise FactoryError(
@@ -143,7 +145,6 @@ def plan_generate(cfg: GenerateConfig) -> GeneratePlan:
             f"takes {mcfg.action_dim}-D actions; use a matching model or generator"
         )
     base_jobs = _replay_jobs(cfg, resolution) if cfg.generator == "replay" else None
-    spec = pusht_spec(resolution)
     check_output(cfg.out, spec, resolution, cfg.append)
     jobs = plan_jobs(cfg, done_episodes(cfg.out), base_jobs)
     model_id = model_identity(model_dir)
@@ -158,7 +159,7 @@ def plan_jobs(
     cfg: GenerateConfig, done: set[tuple[str, int | None]], replay: list[GenJob] | None = None
 ) -> list[GenJob]:
     """The episodes still to generate: seeds ``seed .. seed+N-1`` not yet ``done``."""
-    stop = cfg.stop_on_success if cfg.stop_on_success is not None else cfg.generator == "expert"
+    stop = cfg.stop_on_success if cfg.stop_on_success is not None else cfg.generator in EXPERTS
     params = dict(cfg.generator_params)
     if cfg.generator == "policy":
         params.setdefault("path", str(cfg.policy))
@@ -185,14 +186,14 @@ def _replay_jobs(cfg: GenerateConfig, resolution: int) -> list[GenJob]:
                 f"{cfg.source} holds frames of shape {shape}, the model needs "
                 f"({resolution}, {resolution}, 3); replay a store at the model's resolution"
             )
-        has_gt = "gt_state" in src.schema.keys and "state" in src.schema.keys
+        has_gt = "task_state" in src.schema.keys and "state" in src.schema.keys
         for ep in src:
             if ep.length <= cfg.context:
                 continue
             actions = np.asarray(ep["action"], np.float32)
             k = cfg.context
             states = (
-                np.concatenate([ep["state"][:k, :2], ep["gt_state"][:k]], axis=1)
+                np.concatenate([ep["state"][:k, :2], ep["task_state"][:k]], axis=1)
                 if has_gt
                 else None
             )

@@ -22,6 +22,7 @@ import numpy as np
 
 from factory.envs import pusht_geometry as geo
 from factory.generators.base import agent_and_block, board_clip, params_dict
+from factory.generators.cursor import SmoothCursor
 from factory.generators.push_router import Contact, Router, make_contacts
 from factory.world import Observation
 
@@ -56,9 +57,7 @@ class PlayGenerator:
         self.p = params or PlayParams()
         self.contacts = make_contacts(5.0)
         self._rng = np.random.default_rng(0)
-        self._cursor: np.ndarray = np.zeros(2)
-        self._cvel: np.ndarray = np.zeros(2)
-        self._noise: np.ndarray = np.zeros(2)
+        self._cursor = SmoothCursor()
         self._last_contact: int | None = None
         self._new_segment_state()
 
@@ -76,17 +75,16 @@ class PlayGenerator:
     def reset(self, seed: int, obs: Observation) -> None:
         self._rng = np.random.default_rng(seed)
         agent, _ = agent_and_block(obs)
-        self._cursor = agent.copy()
-        self._cvel = np.zeros(2)
-        self._noise = np.zeros(2)
+        self._cursor.reset(agent)
         self._last_contact = None
         self._new_segment_state()
 
     def act(self, obs: Observation) -> np.ndarray:
         agent, pose = agent_and_block(obs)
         goal = self._segment_goal(agent, pose)
-        self._move_cursor(goal)
-        return board_clip(self._cursor, self.p.margin).astype(np.float32)
+        p = self.p
+        self._cursor.move(goal, self._speed, p.smoothing, p.noise, p.margin, self._rng)
+        return board_clip(self._cursor.pos, self.p.margin).astype(np.float32)
 
     # -- segments -------------------------------------------------------------------------
     def _segment_goal(self, agent: np.ndarray, pose: np.ndarray) -> np.ndarray:
@@ -97,14 +95,17 @@ class PlayGenerator:
             assert self._contact is not None
             point, normal = self._world_contact(self.contacts[self._contact], pose)
             start = point + normal * (R + self.p.standoff)
-            while self._path and np.linalg.norm(self._cursor - self._path[0]) < 15.0:
+            while self._path and np.linalg.norm(self._cursor.pos - self._path[0]) < 15.0:
                 self._path.pop(0)
             if self._path:
                 return self._path[0]
-            if np.linalg.norm(self._cursor - start) < 8.0 and np.linalg.norm(agent - start) < 25:
+            if (
+                np.linalg.norm(self._cursor.pos - start) < 8.0
+                and np.linalg.norm(agent - start) < 25
+            ):
                 self._start_push(point, normal)
             return start
-        if np.linalg.norm(self._cursor - self._goal) < 2.0:
+        if np.linalg.norm(self._cursor.pos - self._goal) < 2.0:
             self._mode = "idle"
         return self._goal
 
@@ -122,7 +123,7 @@ class PlayGenerator:
         point, normal = self._world_contact(self.contacts[self._contact], pose)
         start = point + normal * (R + self.p.standoff)
         router = Router(pose, R + 4.0)
-        self._path = router.route(self._cursor, start, point, normal)[:-1]
+        self._path = router.route(self._cursor.pos, start, point, normal)[:-1]
 
     def _pick_contact(self, pose: np.ndarray) -> int:
         rng = self._rng
@@ -157,17 +158,3 @@ class PlayGenerator:
     @staticmethod
     def _world_contact(contact: Contact, pose: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return geo.to_world(contact.point, pose), geo.rotation(pose[2]) @ contact.normal
-
-    # -- cursor ---------------------------------------------------------------------------
-    def _move_cursor(self, goal: np.ndarray) -> None:
-        p = self.p
-        delta = goal - self._cursor
-        dist = float(np.linalg.norm(delta))
-        want = delta * min(1.0, self._speed / dist) if dist > 1e-9 else np.zeros(2)
-        vel = p.smoothing * self._cvel + (1.0 - p.smoothing) * want
-        speed = float(np.linalg.norm(vel))
-        if speed > self._speed:
-            vel *= self._speed / speed
-        self._noise = 0.7 * self._noise + self._rng.normal(0.0, p.noise, size=2)
-        self._cvel = vel
-        self._cursor = board_clip(self._cursor + vel + 0.3 * self._noise, p.margin)

@@ -10,7 +10,7 @@ so a new kind needs no change in any consumer: they all use the rollout protocol
   actions (plus the task state for its heads).
 - ``object_state``: the world's low-dimensional state (agent xy, block pose), an
   object-frame MLP dynamics, a sprite renderer state -> frame and a reader frame -> state.
-  Needs the object state in the training data (``gt_state``).
+  Needs the object state in the training data (``task_state``).
 """
 
 from __future__ import annotations

@@ -15,21 +15,33 @@ from factory.store import EpisodeStore, KeySpec, StoreSchema
 from factory.world import WorldSpec
 
 
+def view_key(camera: str) -> str:
+    """The store key of a camera after the main one (``side`` -> ``image_side``)."""
+    return f"image_{camera}"
+
+
 def store_schema(spec: WorldSpec) -> StoreSchema:
-    """The episode-store schema that a world's episodes are recorded with."""
+    """The episode-store schema that a world's episodes are recorded with: ``image`` the
+    main camera and ``image_<cam>`` (same shape) for every camera after it."""
+    image = KeySpec(shape=spec.image_shape, dtype="uint8")
     return StoreSchema(
         keys={
-            "image": KeySpec(shape=spec.image_shape, dtype="uint8"),
+            "image": image,
             "action": KeySpec(shape=(spec.action_dim,), dtype="float32"),
             "state": KeySpec(shape=(spec.state_dim,), dtype="float32"),
-            "gt_state": KeySpec(shape=(len(spec.task_state_names),), dtype="float32"),
+            "task_state": KeySpec(shape=(len(spec.task_state_names),), dtype="float32"),
+            **{view_key(cam): image for cam in spec.extra_cameras},
         }
     )
 
 
 def store_attrs(spec: WorldSpec, resolution: int) -> dict[str, Any]:
-    """Store attributes that an ``--append`` must match."""
-    return {"env": spec.name, "resolution": resolution}
+    """Store attributes that an ``--append`` must match (``cameras``, the list, only for a
+    world with named cameras)."""
+    attrs: dict[str, Any] = {"env": spec.name, "resolution": resolution}
+    if spec.cameras:
+        attrs["cameras"] = list(spec.cameras)
+    return attrs
 
 
 def check_output(out: Path, spec: WorldSpec, resolution: int, append: bool) -> None:
@@ -82,7 +94,7 @@ def open_output(
             **attrs,
             "task": spec.task,
             "state_names": ["agent_x", "agent_y"],
-            "gt_state_names": list(spec.task_state_names),
+            "task_state_names": list(spec.task_state_names),
         },
         durable=fsync,
     )

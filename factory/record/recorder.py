@@ -14,6 +14,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from factory.errors import FactoryError
+from factory.record.output import view_key
 from factory.store import EpisodeMeta
 from factory.world import Observation
 
@@ -35,8 +37,9 @@ class EpisodeResult:
     """One recorded episode, ready for ``EpisodeStore.append_episode(data, meta)``.
 
     data: ``image`` (T, H, W, 3) uint8, ``action`` (T, A) float32, ``state`` (T, S) float32,
-    ``gt_state`` (T, K) float32 (the world's task state: privileged in the ground truth,
-    the probe's estimate in the world model).
+    ``task_state`` (T, K) float32 (the world's task state: privileged in the ground truth,
+    the probe's estimate in the world model), and ``image_<cam>`` (T, H, W, 3) uint8 for
+    every camera after the main one (the observations' ``views``).
     """
 
     data: dict[str, np.ndarray]
@@ -56,12 +59,21 @@ class EpisodeRecorder:
         self._actions: list[np.ndarray] = []
         self._states: list[np.ndarray] = []
         self._task_states: list[np.ndarray] = []
+        self._views: dict[str, list[np.ndarray]] = {}
         self.scores: list[float] = []
         self.succeeded = False
 
     def record(self, obs: Observation, action: np.ndarray) -> None:
-        """Step ``t``: the observation (copied) and the action (A,) taken from it."""
+        """Step ``t``: the observation (copied, every camera) and the action (A,) taken
+        from it. Every step of an episode must show the same cameras."""
+        if len(self._actions) and set(obs.views) != set(self._views):
+            raise FactoryError(
+                f"step {len(self._actions)} shows cameras {sorted(obs.views)}, the episode "
+                f"so far {sorted(self._views)}"
+            )
         self._frames.append(np.array(obs.frame, copy=True))
+        for cam, frame in obs.views.items():
+            self._views.setdefault(cam, []).append(np.array(frame, copy=True))
         self._actions.append(np.asarray(action, np.float32).copy())
         self._states.append(np.asarray(obs.state, np.float32).copy())
         self._task_states.append(np.asarray(obs.task_state, np.float32).copy())
@@ -84,7 +96,8 @@ class EpisodeRecorder:
             "image": np.stack(self._frames),
             "action": np.stack(self._actions),
             "state": np.stack(self._states),
-            "gt_state": np.stack(self._task_states),
+            "task_state": np.stack(self._task_states),
+            **{view_key(cam): np.stack(frames) for cam, frames in self._views.items()},
         }
 
     def meta(

@@ -21,6 +21,7 @@ import numpy as np
 
 from factory.errors import SchemaMismatchError, StoreError
 from factory.store import durable as dur
+from factory.store import renames
 from factory.store.appender import Appender
 from factory.store.episode import Episode
 from factory.store.layout import (
@@ -108,6 +109,8 @@ class EpisodeStore:
         the store (uncommitted tails left by a crash are simply not shown). ``"a"``: take
         the writer lock (:class:`StoreLockedError` if held), repair any interrupted append
         (truncate data and meta to ``episode_ends``, delete temp files), then allow appends.
+        A store with old key names (``gt_state``) is renamed in place first
+        (:mod:`factory.store.renames`); read-only, it reads as if it had been.
         """
         path = Path(path)
         if mode not in ("r", "a"):
@@ -120,6 +123,7 @@ class EpisodeStore:
             return cls(path, layout, ends, None)
         lock = StoreLock.acquire(path)
         try:
+            renames.migrate(path, durable=bool(layout.attrs.get(dur.ATTR)))  # old key names
             layout = open_layout(path, writable=True)  # re-read under the lock
             ends, _report = recover(layout, path)
         except BaseException:

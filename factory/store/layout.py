@@ -42,6 +42,7 @@ import zarr
 from zarr.codecs import BloscCodec, ZstdCodec
 
 from factory.errors import StoreError
+from factory.store import renames
 from factory.store.schema import StoreSchema, to_json_text
 
 logger = logging.getLogger(__name__)
@@ -275,13 +276,14 @@ def open_layout(path: Path, *, writable: bool) -> Layout:
     schema_json = attrs.get("schema")
     if not isinstance(schema_json, Mapping):
         raise StoreError(f"{path} is a damaged episode store: its schema attr is {schema_json!r}")
+    schema_json, attrs, on_disk = renames.current_view(schema_json, attrs, path)
     schema = StoreSchema.from_json(schema_json)
     # episode_ends first: it is written last, so every array opened after it is at least as
     # long as the ends read here say, even while a writer is appending
     ends = _node(group, "meta/episode_ends", path)
     raw_ends = np.asarray(ends[:], dtype=np.int64)
     meta = _node(group, "meta/episode_meta", path)
-    data = {k: _node(group, f"data/{k}", path) for k in schema.keys}
+    data = {k: _node(group, f"data/{on_disk.get(k, k)}", path) for k in schema.keys}
     for k, arr in data.items():
         spec = schema.keys[k]
         if tuple(arr.shape[1:]) != spec.shape or arr.dtype != np.dtype(spec.dtype):

@@ -207,6 +207,15 @@ class EpisodeMeta:
         if self.source not in SOURCES:
             raise StoreError(f"episode source {self.source!r} is not one of {', '.join(SOURCES)}")
 
+    @property
+    def task_state_source(self) -> str:
+        """Where the episode's ``task_state`` came from: ``"model"``, a world model's own
+        reading (generated, or teleoperated inside a model: ``model_id`` is set), or
+        ``"ground_truth"`` (a simulator, a tracker or labels)."""
+        if self.source == "world_model" or self.model_id is not None:
+            return "model"
+        return "ground_truth"
+
     def to_json(self) -> dict[str, Any]:
         """A JSON-compatible dict (numpy values converted to Python ones)."""
         d = dataclasses.asdict(self)

@@ -130,7 +130,7 @@ def stages_for(config: Any, has_task_state: bool) -> tuple[str, ...]:
 
 
 def plan_stages(has_task_state: bool, task_head: bool = False) -> tuple[str, ...]:
-    """The stages to run: the image probe needs the task state (gt_state) in the data, and
+    """The stages to run: the image probe needs the task state (``task_state``) in the data, and
     is skipped when the dynamics' task head reads it."""
     return tuple(s for s in STAGES if s != "probe" or (has_task_state and not task_head))
 

@@ -6,6 +6,7 @@ Shapes: ``N`` frames in total, ``E`` episodes; ``episode_ends`` (E,) int64 is cu
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,6 +14,8 @@ import numpy as np
 
 from factory.errors import FactoryError
 from factory.store import EpisodeStore
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -135,8 +138,25 @@ def sample_frames(indices: np.ndarray, batch: int, rng: np.random.Generator) -> 
     return indices[rng.integers(0, len(indices), batch)]
 
 
+def _ground_truth_labels(store: EpisodeStore, required: bool) -> bool:
+    """Whether the store's task_state may be a training label: not where an episode holds a
+    world model's own reading (generated, or teleoperated inside a model) rather than ground
+    truth. Such a store is refused where the label is ``required``; else it goes unused."""
+    read = sum(m.task_state_source == "model" for m in store.all_meta())
+    if not read:
+        return True
+    what = (
+        f"{store.path}: {read} of its {store.n_episodes} episodes hold a world model's reading "
+        "of the task state, not ground truth"
+    )
+    if required:
+        raise FactoryError(f"{what}; train on ground-truth episodes (factory collect)")
+    log.warning("%s; its task_state is not used as a label", what)
+    return False
+
+
 def load_episode_data(path: Path, need_task_state: bool = False) -> EpisodeData:
-    """The whole store in RAM as :class:`EpisodeData` (images, actions, state, gt_state)."""
+    """The whole store in RAM as :class:`EpisodeData` (images, actions, state, task_state)."""
     with EpisodeStore.open(path, mode="r") as store:
         keys = store.schema.keys
         if "image" not in keys:
@@ -144,11 +164,12 @@ def load_episode_data(path: Path, need_task_state: bool = False) -> EpisodeData:
         for key in ("action", "state"):
             if key not in keys:
                 raise FactoryError(f"{path} has no data/{key} key; it cannot train a world model")
-        if need_task_state and "gt_state" not in keys:
-            raise FactoryError(f"{path} has no data/gt_state; this stage learns the task state")
+        if need_task_state and "task_state" not in keys:
+            raise FactoryError(f"{path} has no data/task_state; this stage learns the task state")
         if store.n_episodes == 0:
             raise FactoryError(f"{path} holds no episodes")
-        wanted = ["image", "action", "state"] + (["gt_state"] if "gt_state" in keys else [])
+        labelled = "task_state" in keys and _ground_truth_labels(store, need_task_state)
+        wanted = ["image", "action", "state"] + (["task_state"] if labelled else [])
         arrays = store.load(wanted)
         ends = np.asarray(store.episode_ends)
     return EpisodeData(
@@ -156,6 +177,6 @@ def load_episode_data(path: Path, need_task_state: bool = False) -> EpisodeData:
         actions=arrays["action"].astype(np.float32),
         state=arrays["state"].astype(np.float32),
         episode_ends=ends,
-        task_state=arrays.get("gt_state"),
+        task_state=arrays.get("task_state"),
         source=str(path),
     )

@@ -154,7 +154,7 @@ def set_normalisation(
         dyn.pixel_norm.copy_(z_next.norm(dim=1).mean())
     if dyn.task_head is not None:
         if data.task_state is None:
-            raise ValueError("task_dim > 0 needs data/gt_state (the task state) in the store")
+            raise ValueError("task_dim > 0 needs data/task_state (the task state) in the store")
         pos = torch.from_numpy(data.task_state[:, :-1]).float()
         dyn.task_mean.copy_(pos.mean(0))
         dyn.task_std.copy_(pos.std(0).clamp_min(1e-6))

@@ -67,7 +67,7 @@ def world_states(data: EpisodeData) -> np.ndarray:
     """(N, 5) float32 agent xy + block pose; FactoryError without the object state."""
     if data.task_state is None:
         raise FactoryError(
-            f"{data.source} has no object state (data/gt_state); the object_state kind "
+            f"{data.source} has no object state (data/task_state); the object_state kind "
             "trains on it. For pixels only, use --kind latent_grid"
         )
     return np.concatenate([data.state[:, :2], data.task_state[:, :3]], axis=1).astype(np.float32)

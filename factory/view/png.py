@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import struct
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -51,6 +52,35 @@ def shrink(frames: np.ndarray, max_side: int) -> np.ndarray:
     crop = frames[..., : hh * f, : ww * f, :].astype(np.float32)
     blocks = crop.reshape(*frames.shape[:-3], hh, f, ww, f, 3)
     return np.rint(blocks.mean(axis=(-4, -2))).astype(np.uint8)
+
+
+def shrunk_shape(h: int, w: int, max_side: int) -> tuple[int, int]:
+    """The (height, width) that :func:`shrink` gives an (h, w) frame."""
+    f = max(1, math.ceil(max(h, w) / max(1, max_side)))
+    return h // f, w // f
+
+
+def beside_shape(shapes: Sequence[tuple[int, int]], gap: int = 2) -> tuple[int, int]:
+    """The (height, width) that :func:`beside` gives views of (h_i, w_i)."""
+    return max(h for h, _ in shapes), sum(w for _, w in shapes) + gap * (len(shapes) - 1)
+
+
+def beside(views: Sequence[np.ndarray], gap: int = 2) -> np.ndarray:
+    """Cameras side by side: views, each (..., h_i, w_i, 3) uint8 with the same leading
+    dims (frames), -> (..., max h_i, sum w_i + gaps, 3), left to right in order, white
+    ``gap`` px between them, black below a shorter view. One view: itself."""
+    if len(views) == 1:
+        return views[0]
+    lead = views[0].shape[:-3]
+    h, w = beside_shape([(v.shape[-3], v.shape[-2]) for v in views], gap)
+    out = np.full((*lead, h, w, 3), 255, np.uint8)
+    x = 0
+    for v in views:
+        vh, vw = v.shape[-3], v.shape[-2]
+        out[..., :, x : x + vw, :] = 0
+        out[..., :vh, x : x + vw, :] = v
+        x += vw + gap
+    return out
 
 
 def pick(length: int, count: int) -> np.ndarray:

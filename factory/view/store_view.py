@@ -1,6 +1,9 @@
 """What the data view serves, built lazily and cached: one read-only store's table,
 episode details, thumbnails, filmstrips, player sprite sheets and side-by-side replays.
 
+A store of several cameras (``image`` and ``image_<cam>``, e.g. pile's top and side) shows
+every camera of a frame side by side, the main one first, in every image it serves.
+
 Every method is safe to call from several threads: store reads are serialised by one lock;
 PNG encoding and ground-truth replays run outside it, and their results are kept in LRU
 caches (``image_budget`` bytes of PNGs, ``replays`` side-by-side results).
@@ -19,7 +22,17 @@ import numpy as np
 from factory.errors import FactoryError
 from factory.store import EpisodeStore
 from factory.view.cache import LruCache
-from factory.view.png import Sheet, encode_png, pick, shrink, strip, tile
+from factory.view.png import (
+    Sheet,
+    beside,
+    beside_shape,
+    encode_png,
+    pick,
+    shrink,
+    shrunk_shape,
+    strip,
+    tile,
+)
 from factory.view.sidebyside import SideBySide, compare, read_generated
 from factory.view.table import POSE_KEY, EpisodeRow, coverage_curve, episode_rows, store_scorer
 
@@ -49,6 +62,8 @@ class StoreView:
         self._rows: list[EpisodeRow] | None = None
         self.images = LruCache(self.config.image_budget)
         self.replays = LruCache(self.config.replays, size=lambda _: 1)
+        self.cameras = camera_keys(self.store)
+        """The image keys shown, left to right: ``image`` first, then ``image_<cam>``."""
 
     def close(self) -> None:
         with self._lock:
@@ -66,6 +81,7 @@ class StoreView:
             "fps": s.fps,
             "env": str(s.attrs.get("env", "")),
             "image": list(image.shape) if image is not None else None,
+            "cameras": list(self.cameras),
             "keys": list(s.schema.keys),
         }
 
@@ -83,14 +99,16 @@ class StoreView:
         return rows[index]
 
     def sheet(self, index: int) -> Sheet | None:
-        """Where each frame lies in :meth:`frames_png` (None: the store has no images)."""
-        image = self.store.schema.keys.get(IMAGE_KEY)
-        if image is None:
+        """Where each frame (every camera side by side) lies in :meth:`frames_png` (None:
+        the store has no images)."""
+        if not self.cameras:
             return None
         length = self._row(index).length
-        h, w, _ = image.shape
-        f = max(1, math.ceil(max(h, w) / self.config.player_side))
-        return Sheet(length, math.ceil(math.sqrt(length)), h // f, w // f)
+        side = self.config.player_side
+        keys = self.store.schema.keys
+        shapes = [shrunk_shape(keys[k].shape[0], keys[k].shape[1], side) for k in self.cameras]
+        h, w = beside_shape(shapes)
+        return Sheet(length, math.ceil(math.sqrt(length)), h, w)
 
     def detail(self, index: int) -> dict[str, Any]:
         """One episode: its row, full metadata, per-frame coverage and sheet geometry."""
@@ -106,21 +124,25 @@ class StoreView:
             "meta": meta,
             "coverage": None if coverage is None else coverage.tolist(),
             "sheet": None if sheet is None else sheet.to_json(),
+            "cameras": list(self.cameras),
         }
 
     # -- images ------------------------------------------------------------------------
-    def _frames(self, index: int) -> np.ndarray:
-        """(T, H, W, 3) uint8: the episode's frames."""
+    def _frames(self, index: int) -> list[np.ndarray]:
+        """The episode's frames of every camera in :attr:`cameras`, each (T, H, W, 3)
+        uint8."""
         self._row(index)
-        if IMAGE_KEY not in self.store.schema.keys:
+        if not self.cameras:
             raise FactoryError(f"{self.store.path} has no data/{IMAGE_KEY}: nothing to show")
         with self._lock:
-            return np.asarray(self.store.episode(index)[IMAGE_KEY])
+            episode = self.store.episode(index)
+            return [np.asarray(episode[k]) for k in self.cameras]
 
     def _thumbs(self, index: int) -> bytes:
         """Build the thumbnail and the filmstrip from one read; returns the thumbnail."""
-        frames = self._frames(index)
-        small = shrink(frames[pick(len(frames), self.config.film_frames)], self.config.thumb_side)
+        views = self._frames(index)
+        picked = pick(len(views[0]), self.config.film_frames)
+        small = beside([shrink(v[picked], self.config.thumb_side) for v in views])
         film = encode_png(strip(small))
         thumb = encode_png(small[-1])
         self.images.put(("film", index), film)
@@ -142,10 +164,12 @@ class StoreView:
 
         return bytes(self.images.get_or_build(("film", index), build))
 
-    def _sheet_png(self, index: int, frames: np.ndarray) -> bytes:
+    def _sheet_png(self, index: int, views: list[np.ndarray]) -> bytes:
+        """views: each camera's (T, H, W, 3) frames -> the sprite sheet PNG."""
         sheet = self.sheet(index)
         assert sheet is not None
-        image, _ = tile(shrink(frames, self.config.player_side), sheet.cols)
+        side = self.config.player_side
+        image, _ = tile(beside([shrink(v, side) for v in views]), sheet.cols)
         return encode_png(image, level=3)
 
     def frames_png(self, index: int) -> bytes:
@@ -173,10 +197,20 @@ class StoreView:
         return result
 
     def replay_frames_png(self, index: int) -> bytes:
-        """The ground-truth replay's frames, a sprite sheet laid out like :meth:`frames_png`."""
+        """The ground-truth replay's frames, a sprite sheet laid out like :meth:`frames_png`
+        (the main camera: a generated episode has no other)."""
         key = ("real", index)
         return bytes(
             self.images.get_or_build(
-                key, lambda: self._sheet_png(index, self.replay(index).real_frames)
+                key, lambda: self._sheet_png(index, [self.replay(index).real_frames])
             )
         )
+
+
+def camera_keys(store: EpisodeStore) -> list[str]:
+    """The store's camera keys that the view shows, left to right: ``image`` (the main
+    camera) first, then every ``image_<cam>`` in schema order; only (H, W, 3) keys."""
+    keys = store.schema.keys
+    cams = [k for k in store.schema.image_keys if len(keys[k].shape) == 3]
+    cams = [k for k in cams if keys[k].shape[2] == 3]
+    return sorted(cams, key=lambda k: k != IMAGE_KEY) if IMAGE_KEY in cams else []

@@ -1,7 +1,7 @@
 """The episode table of the data view: one row per episode, from metadata and block poses.
 
 Nothing here decodes an image: a row comes from the episode's JSON metadata and the last
-row of ``data/gt_state`` (the block pose, read for every episode in one read of that small
+row of ``data/task_state`` (the block pose, read for every episode in one read of that small
 array), so the table of a store of thousands of episodes is ready in a fraction of a
 second.
 """
@@ -17,19 +17,19 @@ import numpy as np
 
 from factory.envs.scoring import Scorer, scorer_for
 from factory.errors import FactoryError
-from factory.store import EpisodeMeta, EpisodeStore
+from factory.store import EpisodeStore
+from factory.store.provenance import is_seeded
 
 log = logging.getLogger(__name__)
 
-POSE_KEY = "gt_state"
-SEEDED = ("seed", "config")  # factory.eval.transfer.SEEDED, without importing torch
+POSE_KEY = "task_state"
 
 
 @dataclass(frozen=True)
 class EpisodeRow:
     """One episode as the table shows it. ``final_coverage``: the task score of the
     block pose in the last frame (the simulator's pose for ground-truth episodes, the
-    model's own reading for generated ones); None without ``gt_state`` or a scorer.
+    model's own reading for generated ones); None without ``task_state`` or a scorer.
     ``seeded``: generated inside the model from a ground-truth reset, so it can be
     replayed side by side in the ground truth."""
 
@@ -63,17 +63,6 @@ def store_scorer(store: EpisodeStore) -> Scorer | None:
     except FactoryError:
         log.info("%s: no scorer for env %r; no coverage shown", store.path, world_name(store))
         return None
-
-
-def is_seeded(meta: EpisodeMeta) -> bool:
-    """Generated inside the model from a seeded (or configured) ground-truth reset: the
-    metadata test of :func:`factory.eval.transfer.seeded_episode`, without its arrays."""
-    extra = meta.extra
-    if meta.source != "world_model" or extra.get("initial") not in SEEDED:
-        return False
-    if extra.get("initial_config") is None:
-        return False
-    return not (extra["initial"] == "seed" and meta.seed is None)
 
 
 def final_coverages(store: EpisodeStore) -> np.ndarray:

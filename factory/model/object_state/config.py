@@ -1,7 +1,7 @@
 """Typed configs of the ``object_state`` kind: one section per part, plus the whole model.
 
 The world's state is low-dimensional: for PushT ``(agent x, y, block x, y, angle)`` in
-board pixels and radians (the store's ``state`` + ``gt_state``). ``agent_dim`` leading
+board pixels and radians (the store's ``state`` + ``task_state``). ``agent_dim`` leading
 entries are the robot, the next three one rigid object's pose.
 """
 
