@@ -18,7 +18,9 @@ the same model, each into its own fresh store through the single writer:
 Each process or worker uses ``--threads`` torch threads. ``batched_fps`` is ``ray_1``'s
 frames/s (the full ``factory generate`` path); ``ratio`` = batched_fps / batch1_fps;
 ``pipeline_ratio`` = batched_fps / bare_model_fps; ``expert_vs_play`` = expert frames/s
-over play frames/s, both through ``factory generate`` with 1 worker.
+over play frames/s, both through ``factory generate`` with 1 worker: the median over
+``--repeats`` interleaved play / expert pairs (each pair's ratio in
+``expert_vs_play_runs``), since one short pair is timed over about a second.
 ``--resolution R`` times a randomly initialised copy of the model's architecture at R px
 (speed only; the weights do not change the work).
 """
@@ -33,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from factory.envs.model_world import ModelWorld
@@ -63,6 +66,7 @@ class BenchConfig:
     threads: int = 1
     resolution: int | None = None
     device: str = "cpu"
+    repeats: int = 3  # play / expert pairs behind expert_vs_play (its median)
 
 
 def _model_dir(cfg: BenchConfig, tmp: Path) -> Path:
@@ -181,8 +185,10 @@ def _two_workers_fit(cfg: BenchConfig) -> bool:
 def run_bench(cfg: BenchConfig, progress: Progress | None = None) -> dict[str, Any]:
     """Run the four measurements; one JSON-able dict (``batched_fps``, ``batch1_fps``,
     ``ratio`` and the details)."""
-    if cfg.episodes <= 0 or cfg.steps <= 0 or cfg.batch_size <= 0 or cfg.threads <= 0:
-        raise FactoryError("--episodes, --steps, --batch-size and --threads must be positive")
+    if min(cfg.episodes, cfg.steps, cfg.batch_size, cfg.threads, cfg.repeats) <= 0:
+        raise FactoryError(
+            "--episodes, --steps, --batch-size, --threads and --repeats must be positive"
+        )
     report: Progress = progress or (lambda _d, _t, _n: None)
     from pipelines.generate_ray import connect
 
@@ -198,6 +204,12 @@ def run_bench(cfg: BenchConfig, progress: Progress | None = None) -> dict[str, A
         try:
             ray1 = _ray(cfg, model_dir, tmp, 1, report)
             ray1_other = _ray(cfg, model_dir, tmp, 1, report, other) if other else None
+            pairs = [(ray1, ray1_other)] if ray1_other else []
+            for k in range(1, cfg.repeats if other else 0):  # interleaved, same conditions
+                tag = tmp / f"repeat{k}"
+                tag.mkdir()
+                pairs.append((_ray(cfg, model_dir, tag, 1, report),
+                              _ray(cfg, model_dir, tag, 1, report, other)))  # fmt: skip
             ray2 = _ray(cfg, model_dir, tmp, 2, report) if _two_workers_fit(cfg) else None
         finally:
             if started:
@@ -226,7 +238,7 @@ def run_bench(cfg: BenchConfig, progress: Progress | None = None) -> dict[str, A
         "workers_2_vs_1": ray2["fps"] / ray1["fps"] if ray2 else None,
         "bare_model_fps": bare["fps"],
         "pipeline_ratio": ray1["fps"] / bare["fps"],
-        **_expert_vs_play(cfg.generator, ray1, other, ray1_other),
+        **_expert_vs_play(cfg.generator, pairs),
         "runs": {
             "batch1": batch1,
             "engine": engine,
@@ -242,15 +254,24 @@ _OTHER = {"play": "expert", "expert": "play"}
 
 
 def _expert_vs_play(
-    generator: str, ray1: dict[str, Any], other: str | None, ray1_other: dict[str, Any] | None
+    generator: str, pairs: list[tuple[dict[str, Any], dict[str, Any]]]
 ) -> dict[str, Any]:
-    """``play_fps``, ``expert_fps`` and ``expert_vs_play`` (None where not measured)."""
-    fps = {generator: ray1["fps"]}
-    if other is not None and ray1_other is not None:
-        fps[other] = ray1_other["fps"]
-    play, expert = fps.get("play"), fps.get("expert")
-    ratio = expert / play if play and expert is not None else None
-    return {"play_fps": play, "expert_fps": expert, "expert_vs_play": ratio}
+    """``play_fps``, ``expert_fps`` (medians) and ``expert_vs_play``: the median over the
+    interleaved (``generator``, other) pairs of expert fps / play fps, with every pair's
+    ratio in ``expert_vs_play_runs`` (None where not measured)."""
+    if not pairs:
+        none = {"play_fps": None, "expert_fps": None, "expert_vs_play": None}
+        return {**none, "expert_vs_play_runs": []}
+    first = 0 if generator == "play" else 1
+    play = [p[first]["fps"] for p in pairs]
+    expert = [p[1 - first]["fps"] for p in pairs]
+    ratios = [e / q for e, q in zip(expert, play, strict=True)]
+    return {
+        "play_fps": float(np.median(play)),
+        "expert_fps": float(np.median(expert)),
+        "expert_vs_play": float(np.median(ratios)),
+        "expert_vs_play_runs": ratios,
+    }
 
 
 def render_bench(result: dict[str, Any]) -> None:

@@ -111,6 +111,9 @@ def bench_generate(
         int | None, typer.Option(help="Time a random-weight copy at this size (px).")
     ] = None,
     device: Annotated[str, typer.Option(help="cpu | cuda.")] = "cpu",
+    repeats: Annotated[
+        int, typer.Option(help="Interleaved play/expert pairs; expert_vs_play is their median.")
+    ] = 3,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Batched generation frames/s against a batch-1 loop, and 1 vs 2 Ray workers."""
@@ -125,6 +128,7 @@ def bench_generate(
         threads=threads,
         resolution=resolution,
         device=device,
+        repeats=repeats,
     )
     with LazyBar("bench generate") as bar:
         result = run_bench(cfg, lambda done, total, name: bar.update(done, total, name))

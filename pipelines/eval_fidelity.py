@@ -18,6 +18,10 @@ reason. Only a store where no asked horizon fits any episode is refused. The per
 check needs one window of ``context`` frames with the agent clear of a block at rest
 (else it reports ``starts`` 0 and why it was ``skipped``); the stability run starts from
 the ground truth and needs no particular episode length.
+
+On a pile store (``--env pile``) the replay is scored with the pile's metrics instead
+(disc-mask IoU per camera, swept-fraction and matched disc-position error, the two views'
+disc count and centroid agreement, hold-still permanence): :func:`pile_fidelity`.
 """
 
 from __future__ import annotations
@@ -42,6 +46,15 @@ from factory.eval.fidelity import (
     rollout_replay,
 )
 from factory.eval.permanence import PermanenceConfig, permanence_metrics
+from factory.eval.pile_fidelity import (
+    check_pile_model,
+    is_pile_store,
+    pile_horizon_metrics,
+    pile_reader_metrics,
+    pile_reconstruction,
+    pile_skipped,
+)
+from factory.eval.pile_permanence import HoldStillConfig, hold_still_metrics
 from factory.eval.stability import stability_run
 from factory.eval.task_state import reader_real_summary
 from factory.model.files import load_model
@@ -70,11 +83,21 @@ class FidelityRequest:
 
 def run_fidelity(req: FidelityRequest, on_progress: Progress | None = None) -> dict[str, Any]:
     """All fidelity metrics as one JSON-able dict (keys: recon_psnr, recon_iou, horizons,
-    horizons_skipped when some asked horizon fits no episode, ...)."""
+    horizons_skipped when some asked horizon fits no episode, ...; on a pile store the
+    pile's, :func:`pile_fidelity`)."""
     _check_request(req)
     model, model_id = load_model(req.model, resolve_device(req.device))
+    return model_fidelity(model, model_id, req, on_progress)
+
+
+def model_fidelity(
+    model: RolloutModel, model_id: str, req: FidelityRequest, on_progress: Progress | None = None
+) -> dict[str, Any]:
+    """:func:`run_fidelity` of a loaded model (``req.model`` and ``req.device`` unused)."""
     with EpisodeStore.open(req.data) as store:
         _check_store(req.data, store, model)
+        if is_pile_store(store):
+            return pile_fidelity(model, model_id, store, req)
         context = req.context or model.context
         plan = plan_replay(store, req.episodes, context, req.horizons)
         reference = _reference_frames(store)
@@ -145,6 +168,55 @@ def _reconstruction(model: RolloutModel, plan: ReplayPlan) -> dict[str, float | 
     if all(s is not None for s in states):
         flat_states = np.concatenate([s.reshape(-1, s.shape[-1]) for s in states if s is not None])
     return reconstruction_metrics(model, frames, flat_states)
+
+
+def pile_fidelity(
+    model: RolloutModel, model_id: str, store: EpisodeStore, req: FidelityRequest
+) -> dict[str, Any]:
+    """:func:`run_fidelity` on a pile store: the same replay scored with the pile metrics
+    (:mod:`factory.eval.pile_fidelity`; ``pile_skipped`` names any the model cannot be
+    scored on, and why), the reader's disc errors on real frames and the hold-still check
+    (``hold_still``, :mod:`factory.eval.pile_permanence`; ``--permanence-starts`` starts).
+    The closed-loop stability run's statistics are PushT's (T-block mask, block found), so
+    it is not run (``stability_skipped``)."""
+    check_pile_model(model, store)
+    context = req.context or model.context
+    plan = plan_replay(store, req.episodes, context, req.horizons)
+    has_state = "state" in store.schema.keys
+    reader = pile_reader_metrics(model, store) if has_state else None
+    hold = None
+    if has_state and req.permanence_starts:
+        cfg = HoldStillConfig(starts=req.permanence_starts, seed=req.seed)
+        hold = hold_still_metrics(model, store, context, cfg)
+    replays = [(rs, rollout_replay(model, rs, seed=req.seed)) for rs in plan.groups.values()]
+    result: dict[str, Any] = {
+        "model": model_id,
+        "kind": model.kind,
+        "world": "pile",
+        "data": str(req.data),
+        "episodes": plan.n_episodes,
+        **pile_reconstruction(model, plan),
+        "horizons": pile_horizon_metrics(replays, req.horizons),
+    }
+    if skipped := pile_skipped(replays):
+        result["pile_skipped"] = skipped
+    if plan.skipped:
+        result["horizons_skipped"] = {str(h): why for h, why in plan.skipped.items()}
+    if model.starts_from_states and all(rs.state is not None for rs, _ in replays):
+        read = [(rs, rollout_replay(model, rs, req.seed, from_frames=True)) for rs, _ in replays]
+        result["horizons_read_start"] = pile_horizon_metrics(read, req.horizons)
+    if reader is not None:
+        result["reader"] = reader
+    if hold is not None:
+        result["hold_still"] = hold
+    if req.video is not None:
+        write_side_by_side(
+            req.video, [(rs.frames[:, rs.context - 1 :], r.frames) for rs, r in replays]
+        )
+        result["video"] = str(req.video)
+    if req.stability_frames > 0:
+        result["stability_skipped"] = "its statistics are PushT's (T-block mask, block found)"
+    return result
 
 
 def _permanence(

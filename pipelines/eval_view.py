@@ -13,6 +13,9 @@ COLUMNS = ("psnr", "ssim", "iou", "copy_iou", "agent_iou", "block_err_px", "angl
 def render_fidelity(result: dict[str, Any], console: Console | None = None) -> None:
     """Print the reconstruction line, the per-horizon table and the stability summary."""
     console = console or Console()
+    if result.get("world") == "pile":
+        render_pile_fidelity(result, console)
+        return
     console.print(
         f"{result.get('kind', 'latent_grid')} model {result['model']} on {result['data']} "
         f"({result['episodes']} episodes): {result['recon_of']} PSNR "
@@ -48,6 +51,56 @@ def render_fidelity(result: dict[str, Any], console: Console | None = None) -> N
         )
     if "video" in result:
         console.print(f"video: {result['video']}")
+
+
+PILE_COLUMNS = {
+    "PSNR": ("psnr", None),
+    "disc IoU top (copy)": ("disc_iou_top", "copy_disc_iou_top"),
+    "disc IoU side (copy)": ("disc_iou_side", "copy_disc_iou_side"),
+    "swept err": ("swept_err", None),
+    "disc err px": ("disc_err_px", None),
+    "count gap (real)": ("count_gap", "real_count_gap"),
+    "centroid gap px (real)": ("centroid_gap_px", "real_centroid_gap_px"),
+}
+"""Column title -> (the row's key, the key shown in brackets beside it)."""
+
+
+def render_pile_fidelity(result: dict[str, Any], console: Console) -> None:
+    """The pile report: reconstruction, the per-horizon table (a metric the model cannot
+    be scored on shows as -), what was skipped and the hold-still line."""
+    console.print(
+        f"{result['kind']} model {result['model']} on pile store {result['data']} "
+        f"({result['episodes']} episodes): {result['recon_of']} PSNR "
+        f"{result['recon_psnr']:.2f} dB, disc IoU {_num(result['recon_disc_iou'])}"
+    )
+    for key in ("horizons", "horizons_read_start"):
+        if key not in result:
+            continue
+        table = Table("horizon", *PILE_COLUMNS, title=key)
+        for h, row in result[key].items():
+            cells = [
+                _num(row.get(main)) + ("" if aside is None else f" ({_num(row.get(aside))})")
+                for main, aside in PILE_COLUMNS.values()
+            ]
+            table.add_row(h, *cells)
+        console.print(table)
+    for metric, why in result.get("pile_skipped", {}).items():
+        console.print(f"{metric}: not measured, {why}")
+    hold = result.get("hold_still")
+    if hold and hold.get("starts"):
+        drift = "n/a" if "drift_skipped" in hold else f"{hold['disc_drift_px_max']:.2f} px"
+        console.print(
+            f"hold still ({hold['starts']} starts, {hold['steps']} steps): disc IoU vs start "
+            f"{hold[f'disc_iou_top_{hold["steps"]}']:.3f}, largest disc drift {drift}"
+        )
+    elif hold:
+        console.print(f"hold still: {hold.get('skipped', 'no start')}")
+    if "video" in result:
+        console.print(f"video: {result['video']}")
+
+
+def _num(value: Any) -> str:
+    return "-" if value is None else f"{value:.2f}"
 
 
 def render_permanence(p: dict[str, Any], console: Console) -> None:

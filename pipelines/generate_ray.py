@@ -73,6 +73,10 @@ def placement() -> dict[str, Any]:
     return {"node": ctx.get_node_id(), "gpus": gpus}
 
 
+WARM_GENERATORS = {"pusht": "play", "pile": "pile_play"}
+"""World -> the generator a worker warms up with (any other world: ``hold_still``)."""
+
+
 class GenWorker:
     """One model replica and its rollout engine (wrapped by ``ray.remote`` at run time).
 
@@ -117,15 +121,17 @@ class GenWorker:
         self._warm_up(batch_size)
 
     def _warm_up(self, batch_size: int) -> None:
-        """Run B two-step play episodes and build the expert's stroke tables: imports,
-        allocations, first passes and caches happen now, in start-up, not in the first real
-        episodes."""
+        """Run B two-step play episodes of the model's world and (PushT) build the
+        expert's stroke tables: imports, allocations, first passes and caches happen now,
+        in start-up, not in the first real episodes."""
         import factory.generators.replay  # noqa: F401  (import now, not on the first job)
         from factory.generators.expert import ExpertGenerator
 
-        ExpertGenerator().planner.warm_strokes()  # the default expert's stroke sets, ~0.4 s
-
-        warm = [GenJob(i, "play", {}, 2) for i in range(batch_size)]
+        world = self.engine.world_name
+        if world == "pusht":
+            ExpertGenerator().planner.warm_strokes()  # the default expert's strokes, ~0.4 s
+        play = WARM_GENERATORS.get(world, "hold_still")
+        warm = [GenJob(i, play, {}, 2) for i in range(batch_size)]
         for _ in self.engine.run(warm):
             pass
 

@@ -26,11 +26,12 @@ from factory.errors import FactoryError, ModelError
 from factory.model import load_part, read_config
 from factory.model.registry import get_kind
 from factory.train import Budget, EpisodeData
-from factory.train.all_stages import stage_runner
+from factory.train import object_set as object_set_stages
+from factory.train.all_stages import STATE_KINDS, stage_runner
 from factory.train.data import load_episode_data
 from factory.train.dynamics import DYNAMICS_TRAIN, DynamicsTrainOptions
 from factory.train.model_config import check_fits, default_config
-from factory.train.object_state import STAGES as OBJECT_STATE_STAGES
+from factory.train.object_set import SET_WORLDS
 from factory.train.recipes import DEFAULT_RECIPE, apply_recipe, check_recipe
 
 log = logging.getLogger(__name__)
@@ -52,15 +53,18 @@ class TrainRequest:
     recipe: str | None = None
     overrides: tuple[str, ...] = ()
     kind: str | None = None
-    """Model kind; None: the directory's, else object_state for renderer/reader stages,
-    else latent_grid."""
+    """Model kind; None: the directory's, else for the renderer/reader stages object_set
+    on a disc-set store (pile) and object_state otherwise, else latent_grid."""
 
     def resolved_kind(self) -> str:
         if self.kind is not None:
             return get_kind(self.kind).name
         if (self.out / "config.json").exists():
             return str(read_config(self.out).kind)
-        return "object_state" if self.stage in ("renderer", "reader") else "latent_grid"
+        if self.stage in ("renderer", "reader"):
+            sets = self.data.exists() and object_set_stages.store_env(self.data) in SET_WORLDS
+            return "object_set" if sets else "object_state"
+        return "latent_grid"
 
 
 LATENT_GRID_STAGES = ("autoencoder", "dynamics", "heads", "decoder", "probe")
@@ -93,6 +97,8 @@ def _config_for_kind(req: TrainRequest, data: EpisodeData, kind: str) -> Any:
         return config
     if kind == "latent_grid":
         return default_config(data)
+    if kind == "object_set":
+        return object_set_stages.store_set_config(req.data, data)
     return get_kind(kind).resized(get_kind(kind).default_config(), data.image_shape[:2])
 
 
@@ -109,7 +115,7 @@ def _check_weights(req: TrainRequest, config: Any) -> None:
 def run_train(req: TrainRequest, on_progress: ProgressFn | None = None) -> dict[str, float]:
     """Validate the request, load the data and run the stage; returns its metrics."""
     kind = req.resolved_kind()
-    stages = OBJECT_STATE_STAGES if kind == "object_state" else LATENT_GRID_STAGES
+    stages = STATE_KINDS[kind].STAGES if kind in STATE_KINDS else LATENT_GRID_STAGES
     if req.stage not in stages:
         raise FactoryError(f"unknown {kind} stage {req.stage!r}; valid: {', '.join(stages)}")
     if (req.recipe or req.overrides) and (kind != "latent_grid" or req.stage != "dynamics"):
@@ -123,7 +129,9 @@ def run_train(req: TrainRequest, on_progress: ProgressFn | None = None) -> dict[
     device = resolve_device(req.device)
     if req.resume and not (req.out / "config.json").exists():
         raise FactoryError(f"--resume: {req.out} holds no model to resume; drop --resume")
-    need_task = kind == "object_state" or req.stage in ("probe", "heads")
+    need_task = kind in STATE_KINDS or req.stage in ("probe", "heads")
+    if kind == "object_set":
+        object_set_stages.check_set_store(req.data)
     data = load_episode_data(req.data, need_task_state=need_task)
     config = _config_for_kind(req, data, kind)
     _check_weights(req, config)

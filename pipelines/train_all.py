@@ -21,13 +21,15 @@ from typing import Any
 from factory.device import resolve_device
 from factory.errors import FactoryError
 from factory.model import read_config
+from factory.model.object_set.config import ObjectSetConfig
 from factory.model.object_state.config import ObjectStateConfig
 from factory.model.pack import pack_model
 from factory.model.registry import DEFAULT_KIND, get_kind
 from factory.store import EpisodeStore
-from factory.train import object_state as object_state_stages
+from factory.train import object_set as object_set_stages
 from factory.train.all_stages import (
     STATE_FILE,
+    STATE_KINDS,
     AllProgressFn,
     AllStagesConfig,
     budget_table,
@@ -64,13 +66,19 @@ class TrainAllRequest:
     recipe: str | None = DEFAULT_RECIPE
     overrides: tuple[str, ...] = ()
     kind: str | None = None
-    """Model kind (None: the resumed run's, else ``latent_grid``)."""
+    """Model kind (None: the resumed run's, else ``object_set`` for a pile store, else
+    ``latent_grid``)."""
 
     def resolved_kind(self) -> str:
         if self.kind is not None:
             return self.kind
         if self.resume and (self.out / STATE_FILE).is_file():
             return str(read_state(self.out).get("kind", DEFAULT_KIND))
+        if (
+            self.data.exists()
+            and object_set_stages.store_env(self.data) in object_set_stages.SET_WORLDS
+        ):
+            return "object_set"
         return DEFAULT_KIND
 
 
@@ -110,12 +118,14 @@ def validate(req: TrainAllRequest) -> tuple[Budget, str]:
     kind = get_kind(req.resolved_kind()).name
     if req.resume and read_state(req.out).get("kind", DEFAULT_KIND) != kind:
         raise FactoryError(f"--resume: {req.out} trains another kind than --kind {kind}")
-    if kind == "object_state":
+    if kind in STATE_KINDS:
         if not has_task_state(req.data):
             raise FactoryError(
-                f"{req.data} has no object state (data/task_state), which the object_state kind "
+                f"{req.data} has no object state (data/task_state), which the {kind} kind "
                 "learns from; for a pixels-only store use --kind latent_grid"
             )
+        if kind == "object_set":
+            object_set_stages.check_set_store(req.data)
         if req.overrides or req.recipe not in (None, DEFAULT_RECIPE):
             raise FactoryError("--recipe and --set configure the latent_grid dynamics only")
         return budget, device
@@ -153,9 +163,9 @@ def uses_task_head(req: TrainAllRequest, has_task_state: bool) -> bool:
 def shares_for(req: TrainAllRequest, has_task_state: bool) -> dict[str, float]:
     """Stage -> fraction of the budget, as the run will use them (printed at start)."""
     kind = req.resolved_kind()
-    if kind == "object_state":
+    if kind in STATE_KINDS:
         shares = dataclasses.replace(req.config.shares, kind=kind)
-        return budget_table(object_state_stages.STAGES, shares)
+        return budget_table(STATE_KINDS[kind].STAGES, shares)
     stages = plan_stages(has_task_state, uses_task_head(req, has_task_state))
     return budget_table(stages, req.config.shares)
 
@@ -170,8 +180,11 @@ def run_train_all(req: TrainAllRequest, on_progress: AllProgressFn | None = None
     ``OUT/fidelity.json``; returns the summary (see :func:`summary`)."""
     budget, device = validate(req)
     data = load_episode_data(req.data)
-    if req.resolved_kind() == "object_state":
-        config: Any = _object_state_config(req, data)
+    kind = req.resolved_kind()
+    if kind in STATE_KINDS:
+        config: Any = (
+            _object_state_config(req, data) if kind == "object_state" else _set_config(req, data)
+        )
         result = run_all_stages(
             data, req.out, config, budget, device, req.config, req.resume, on_progress
         )
@@ -216,6 +229,22 @@ def _object_state_config(req: TrainAllRequest, data: EpisodeData) -> ObjectState
     return config
 
 
+def _set_config(req: TrainAllRequest, data: EpisodeData) -> ObjectSetConfig:
+    """The run's object_set config (resumed) or a fresh one for the store (its frame size,
+    disc count, cameras and world)."""
+    if (req.out / "config.json").exists():
+        config = read_config(req.out)
+        if not isinstance(config, ObjectSetConfig):
+            raise FactoryError(f"{req.out} holds a {config.kind} model, not object_set")
+    else:
+        config = object_set_stages.store_set_config(req.data, data)
+    if tuple(config.image_shape) != data.image_shape:
+        raise FactoryError(
+            f"{req.data} holds {data.image_shape} frames, the model makes {config.image_shape}"
+        )
+    return config
+
+
 def _finish(req: TrainAllRequest, result: dict[str, Any], device: str) -> dict[str, Any]:
     """Pack ``OUT/model``, evaluate it with ``--eval``, write the summary."""
     model_dir = req.out / MODEL_SUBDIR
@@ -247,12 +276,15 @@ def evaluate(req: TrainAllRequest, model_dir: Path, device: str) -> dict[str, An
     return fid
 
 
+PILE_HEADLINES = ("disc_iou_top", "disc_iou_side", "disc_err_px", "swept_err", "count_gap")
+
+
 def headlines(fid: dict[str, Any]) -> dict[str, Any]:
     """The fidelity numbers worth a glance: the reconstruction's, PSNR/IoU per horizon,
     and whether the long rollout stayed sane."""
     out: dict[str, Any] = {k: fid[k] for k in ("recon_psnr", "recon_iou") if k in fid}
     for h, row in fid.get("horizons", {}).items():
-        for key in ("psnr", "iou", "copy_psnr", "copy_iou", "block_err_px"):
+        for key in ("psnr", "iou", "copy_psnr", "copy_iou", "block_err_px", *PILE_HEADLINES):
             if key in row:
                 out[f"h{h}_{key}"] = row[key]
     stability = fid.get("stability") or {}

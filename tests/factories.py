@@ -20,6 +20,11 @@ from factory.model import (
     WorldModelConfig,
     save_part,
 )
+from factory.model.object_set.config import ObjectSetConfig
+from factory.model.object_set.dynamics import SetDynamics
+from factory.model.object_set.model import ObjectSetModel
+from factory.model.object_set.reader import SetReader
+from factory.model.object_set.renderer import SetRenderer
 from factory.model.object_state.config import ObjectStateConfig
 from factory.model.object_state.dynamics import ObjectDynamics
 from factory.model.object_state.model import ObjectStateModel
@@ -124,6 +129,52 @@ def tiny_object_state_model(seed: int = 0, size: int = 32) -> ObjectStateModel:
 def write_tiny_object_state_dir(path: Path, seed: int = 0) -> Path:
     """Save a tiny object_state model's three parts into ``path`` (a model directory)."""
     model = tiny_object_state_model(seed)
+    cfg: Any = model.config
+    parts = {"dynamics": model.dynamics, "renderer": model.renderer, "reader": model.reader}
+    for name, module in parts.items():
+        assert module is not None
+        cfg = save_part(path, name, module, cfg, steps=1, wall_s=0.0, data="tests")
+    return path
+
+
+def tiny_object_set_config(size: int = 32, n_discs: int = 30) -> ObjectSetConfig:
+    """An ``object_set`` config (pile: top and side cameras) small enough to run a step in
+    milliseconds."""
+    base = ObjectSetConfig()
+    return dataclasses.replace(
+        base,
+        dynamics=dataclasses.replace(base.dynamics, hidden=16, mlp_layers=1, message_steps=1),
+        renderer=dataclasses.replace(base.renderer, image_size=(size, size)),
+        reader=dataclasses.replace(base.reader, image_size=(size, size), width=8, layers=2),
+        n_discs=n_discs,
+        name="tiny",
+    )
+
+
+def tiny_object_set_model(seed: int = 0, size: int = 32, n_discs: int = 30) -> ObjectSetModel:
+    """An :class:`ObjectSetModel` with all three parts and random, non-degenerate
+    weights: every camera's sprites have opaque centres (frames are not blank) and the
+    dynamics' zero-initialised output layer is random (active discs move)."""
+    torch.manual_seed(seed)
+    cfg = tiny_object_set_config(size, n_discs).with_parts("dynamics", "renderer", "reader")
+    dyn = SetDynamics(cfg.dynamics)
+    for p in dyn.out[-1].parameters():
+        torch.nn.init.normal_(p, std=0.5)
+    ren = SetRenderer(cfg.renderer)
+    for name in cfg.cameras:
+        cam = ren.camera(name)
+        for sprite, radius in ((cam.disc, 0.4), (cam.agent, 0.35)):
+            n = sprite.alpha.shape[-1]
+            c = (torch.arange(n) + 0.5) / n * 2 - 1
+            opaque = c[:, None] ** 2 + c[None, :] ** 2 < radius**2
+            set_sprite(sprite, torch.rand(3) * 0.9 + 0.05, opaque)
+    reader = SetReader(cfg.reader, cfg.n_discs, board=cfg.renderer.board)
+    return ObjectSetModel(cfg, dynamics=dyn, renderer=ren, reader=reader).eval()
+
+
+def write_tiny_object_set_dir(path: Path, seed: int = 0) -> Path:
+    """Save a tiny object_set model's three parts into ``path`` (a model directory)."""
+    model = tiny_object_set_model(seed)
     cfg: Any = model.config
     parts = {"dynamics": model.dynamics, "renderer": model.renderer, "reader": model.reader}
     for name, module in parts.items():

@@ -337,7 +337,7 @@ def test_quarter_gpu_workers_land_four_to_a_gpu(model_dir: Path, tmp_path: Path)
 @pytest.mark.slow  # four measured runs, three of them on Ray workers
 def test_bench_generate_json(ray_session: Any, model_dir: Path) -> None:
     args = ["bench", "generate", "--model", str(model_dir), "--episodes", "4", "--steps", "3"]
-    result = runner.invoke(app, [*args, "--batch-size", "2", "--json"])
+    result = runner.invoke(app, [*args, "--batch-size", "2", "--repeats", "2", "--json"])
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
     assert {"batched_fps", "batch1_fps", "ratio"} <= set(out)
@@ -346,8 +346,10 @@ def test_bench_generate_json(ray_session: Any, model_dir: Path) -> None:
         assert out["runs"][run]["frames"] == 12
     assert out["runs"]["bare"]["frames"] == 6  # batch 2 x 3 timed steps
     assert out["pipeline_ratio"] == pytest.approx(out["batched_fps"] / out["bare_model_fps"])
-    assert out["play_fps"] == out["batched_fps"]
-    assert out["expert_vs_play"] == pytest.approx(out["expert_fps"] / out["play_fps"])
+    runs = out["expert_vs_play_runs"]
+    assert len(runs) == 2  # --repeats 2: two interleaved play / expert pairs
+    assert out["expert_vs_play"] == pytest.approx(float(np.median(runs)))
+    assert runs[0] == pytest.approx(out["runs"]["ray_1_expert"]["fps"] / out["batched_fps"])
 
 
 CLUSTER_SCRIPT = textwrap.dedent(

@@ -1,4 +1,4 @@
-"""The ``World`` contract: the ground truth and both world-model kinds pass the same suite."""
+"""The ``World`` contract: the ground truth and every world-model kind pass the same suite."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 import pytest
-from factories import tiny_object_state_model, tiny_world_model
+from factories import tiny_object_set_model, tiny_object_state_model, tiny_world_model
 
 from factory.envs import make_world
 from factory.envs.model_world import ModelWorld
@@ -33,11 +33,16 @@ def _object_state_model() -> World:
     return ModelWorld(tiny_object_state_model(), batch_size=B, seed=0)
 
 
+def _object_set_model() -> World:
+    return ModelWorld(tiny_object_set_model(), batch_size=B, seed=0)  # world: pile
+
+
 BACKENDS: dict[str, Callable[[], World]] = {
     "ground_truth": _ground_truth,
     "pile_ground_truth": _pile_ground_truth,
     "model": _model,
     "object_state_model": _object_state_model,
+    "object_set_model": _object_set_model,
 }
 
 _PUSHT_CONFIGS = np.array([[100.0, 100.0, 300.0, 300.0, 0.5], [400.0, 120.0, 200.0, 250.0, -1.0]])
@@ -55,6 +60,7 @@ CONFIGS: dict[str, Callable[[], np.ndarray]] = {
     "pile_ground_truth": _pile_configs,
     "model": lambda: _PUSHT_CONFIGS,
     "object_state_model": lambda: _PUSHT_CONFIGS,
+    "object_set_model": _pile_configs,
 }
 """Backend -> initial configs (B, C) in that world's convention."""
 
@@ -98,6 +104,7 @@ CAMERAS = {
     "pile_ground_truth": ("top", "side"),
     "model": (),  # a model renders its main camera only
     "object_state_model": (),
+    "object_set_model": ("top", "side"),  # it renders both cameras from one state
 }
 """Backend -> the cameras its spec names (``()``: one unnamed main camera)."""
 

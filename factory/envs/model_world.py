@@ -6,6 +6,11 @@ env, as a real robot's first camera frame would be, and its exact state is passe
 then on only the model runs. The robot and task state are the model's own (the latent
 kind's heads or probe, the object-state kind's state), and the score is the task's
 geometry applied to the model's task state.
+
+A model that names its ``cameras`` (the object-set kind: ``("top", "side")``) gives the
+spec those cameras and each observation ``views`` of the cameras after the main one: its
+steps' own renders, and at a start the ground truth's views where the reset has them, the
+model's render of its starting state otherwise.
 """
 
 from __future__ import annotations
@@ -18,13 +23,15 @@ from factory.envs import make_world
 from factory.envs.scoring import scorer_for
 from factory.errors import FactoryError
 from factory.model.protocol import RolloutModel
+from factory.model.registry import world_of
 from factory.world import World, WorldObs, WorldSpec
 
 
 class ModelWorld:
     """A batch of ``batch_size`` rollouts of ``model``, behind the ``World`` interface.
 
-    ``renderer`` is the ground-truth world used to render seeded or configured initial
+    ``world`` names the ground truth (default: the one the model's config names, else
+    PushT); ``renderer`` is that world used to render seeded or configured initial
     frames (default: ``make_world(world, batch_size, resolution)``). ``seed`` fixes the
     model's sampling noise; each ``reset`` reseeds it from ``seed`` and the reset's seeds.
     """
@@ -33,7 +40,7 @@ class ModelWorld:
         self,
         model: RolloutModel,
         *,
-        world: str = "pusht",
+        world: str | None = None,
         batch_size: int = 1,
         renderer: World | None = None,
         seed: int = 0,
@@ -43,15 +50,17 @@ class ModelWorld:
             raise FactoryError(
                 "the model has no probe part and no task head, so it cannot score episodes"
             )
+        world = world or world_of(model.config)
         height = model.config.image_shape[0]
         self.renderer = renderer or make_world(world, batch_size=batch_size, resolution=height)
         base = self.renderer.spec
         model.check_compatible(action_dim=base.action_dim, image_shape=base.image_shape)
         self.model = model
         self.batch_size = batch_size
-        # the model renders the main camera only: its spec names no cameras, its
-        # observations carry no views
-        self.spec: WorldSpec = dataclasses.replace(base, name=f"{base.name}-model", cameras=())
+        # a model names the cameras it renders; one that does not renders the main camera
+        # only: its spec names no cameras, its observations carry no views
+        cameras = tuple(getattr(model, "cameras", ()))
+        self.spec: WorldSpec = dataclasses.replace(base, name=f"{base.name}-model", cameras=cameras)
         self.model_id = model_id
         self._seed = seed
         self._score = scorer_for(world)
@@ -65,7 +74,11 @@ class ModelWorld:
         first = self.renderer.reset(seeds=seeds, configs=configs)
         salt = 0 if seeds is None else int(np.asarray(seeds, np.int64).sum())
         return self.reset_from_context(
-            first.frames[:, None], None, seed=self._seed + salt, states=world_state(first)
+            first.frames[:, None],
+            None,
+            seed=self._seed + salt,
+            states=world_state(first),
+            views=first.views,
         )
 
     def reset_from_context(
@@ -74,9 +87,11 @@ class ModelWorld:
         actions: np.ndarray | None,
         seed: int | None = None,
         states: np.ndarray | None = None,
+        views: dict[str, np.ndarray] | None = None,
     ) -> WorldObs:
         """Start from real context: frames (B, K', H, W, 3) uint8, actions (B, K'-1, A),
-        and, where known, the world states (B, K', S) of those frames.
+        and, where known, the world states (B, K', S) of those frames and the other
+        cameras' views (B, H, W, 3) of the last one.
 
         Returns the observation at the last context frame, with the model's own reading of
         the robot and task state.
@@ -88,7 +103,7 @@ class ModelWorld:
         seed = self._seed if seed is None else seed
         self.model.start(frames, actions, seed=seed, states=states)
         agent, block = self.model.last_reading()
-        return self._obs(frames[:, -1], agent, block)
+        return self._obs(frames[:, -1], agent, block, self._start_views(None, views))
 
     def start_slots(
         self,
@@ -107,7 +122,7 @@ class ModelWorld:
         self.model.start_slots(slots, frames, actions, states=states)
         rows = [int(r) for r in np.asarray(slots, np.int64).reshape(-1)]
         agent, block = self.model.last_reading(rows)
-        return self._obs(frames[:, -1], agent, block)
+        return self._obs(frames[:, -1], agent, block, self._start_views(rows, None))
 
     def keep_slots(self, slots: np.ndarray | list[int]) -> None:
         """Keep only rows ``slots`` (in that order); the batch shrinks to ``len(slots)``."""
@@ -126,10 +141,31 @@ class ModelWorld:
             raise FactoryError("actions contain NaN or inf; refusing to step the world model")
         out = self.model.step(np.clip(actions, self._low, self._high))
         assert out.task_state is not None  # the constructor checked for a probe
-        return self._obs(out.frames, out.state, out.task_state)
+        views = getattr(out, "views", {})
+        return self._obs(out.frames, out.state, out.task_state, views)
 
-    def _obs(self, frames: np.ndarray, state: np.ndarray, block: np.ndarray) -> WorldObs:
+    def _start_views(
+        self, rows: list[int] | None, given: dict[str, np.ndarray] | None
+    ) -> dict[str, np.ndarray]:
+        """The other cameras' views at a start: ``given`` ones, else the model's render
+        of its starting state of ``rows`` (default all)."""
+        extra = self.spec.extra_cameras
+        if not extra:
+            return {}
+        if given is not None and set(extra) <= set(given):
+            return {cam: given[cam] for cam in extra}
+        rendered: dict[str, np.ndarray] = self.model.last_views(rows)  # type: ignore[attr-defined]
+        return rendered
+
+    def _obs(
+        self,
+        frames: np.ndarray,
+        state: np.ndarray,
+        block: np.ndarray,
+        views: dict[str, np.ndarray] | None = None,
+    ) -> WorldObs:
         score, success = self._score(block)
+        extra = self.spec.extra_cameras
         return WorldObs(
             frames=frames,
             state=state.astype(np.float32),
@@ -137,6 +173,7 @@ class ModelWorld:
             score=score,
             success=success,
             info={},
+            views={cam: (views or {})[cam] for cam in extra},
         )
 
     def close(self) -> None:

@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -40,13 +41,16 @@ HORIZONS = (1, 10, 50, 100)
 @dataclass(frozen=True)
 class ReplaySet:
     """Real windows to replay: frames (E, K+T, H, W, 3) uint8, actions (E, K+T, A) float32,
-    task_state (E, K+T, 3) float32 (PushT block x, y, angle), state (E, K+T, 2) the agent."""
+    task_state (E, K+T, D) float32 (PushT: the block x, y, angle; pile: every disc's x, y),
+    state (E, K+T, 2) the agent, views: camera -> (E, K+T, H, W, 3) uint8 for every camera
+    after the main one the store records (``image_<camera>``)."""
 
     frames: np.ndarray
     actions: np.ndarray
     task_state: np.ndarray
     context: int
     state: np.ndarray | None = None
+    views: dict[str, np.ndarray] = field(default_factory=dict)
 
     def world_states(self) -> np.ndarray | None:
         """(E, K+T, S) agent + block states, or None without the agent state."""
@@ -87,12 +91,14 @@ def replay_set(
         )
     eps = [store.episode(i) for i in chosen]
     has_state = "state" in store.schema.keys
+    cameras = [k for k in store.schema.keys if k.startswith("image_")]
     return ReplaySet(
         frames=np.stack([e["image"][:need] for e in eps]),
         actions=np.stack([e["action"][:need] for e in eps]).astype(np.float32),
         task_state=np.stack([e["task_state"][:need] for e in eps]).astype(np.float32),
         context=context,
         state=np.stack([e["state"][:need] for e in eps]).astype(np.float32) if has_state else None,
+        views={k.removeprefix("image_"): np.stack([e[k][:need] for e in eps]) for k in cameras},
     )
 
 
@@ -156,11 +162,14 @@ def plan_replay(
 
 @dataclass(frozen=True)
 class Replayed:
-    """A replay's output: frames (E, T, H, W, 3) uint8, task_state (E, T, 3) float32 (the
-    model's own block pose at every step)."""
+    """A replay's output: frames (E, T, H, W, 3) uint8, task_state (E, T, D) float32 (the
+    model's own task state at every step: PushT's block pose), views: camera -> (E, T, H,
+    W, 3) uint8 for the cameras after the main one that the model renders (its steps'
+    ``views``; none for a kind that renders the main camera only)."""
 
     frames: np.ndarray
     task_state: np.ndarray
+    views: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 def rollout_replay(
@@ -180,7 +189,15 @@ def rollout_replay(
     else:
         flat = frames.reshape(-1, *frames.shape[2:])
         task = real_block_pose(model, flat).reshape(*frames.shape[:2], -1)
-    return Replayed(frames=frames, task_state=task.astype(np.float32))
+    return Replayed(frames=frames, task_state=task.astype(np.float32), views=_step_views(steps))
+
+
+def _step_views(steps: Sequence[Any]) -> dict[str, np.ndarray]:
+    """The other cameras' frames (E, T, H, W, 3) that every step renders (a step's
+    ``views``, camera -> (E, H, W, 3), where its kind has them)."""
+    per_step = [getattr(s, "views", None) or {} for s in steps]
+    shared = set.intersection(*(set(v) for v in per_step)) if per_step else set()
+    return {cam: np.stack([v[cam] for v in per_step], axis=1) for cam in sorted(shared)}
 
 
 def horizon_metrics(

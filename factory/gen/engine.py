@@ -33,6 +33,7 @@ from factory.envs.model_world import ModelWorld, world_state
 from factory.errors import FactoryError
 from factory.gen.jobs import GeneratedEpisode, GenJob, SlotGenerator
 from factory.model.protocol import RolloutModel
+from factory.model.registry import world_of
 from factory.record.runner import EpisodeRunner, EpisodeSpec, Start
 from factory.world import World
 
@@ -151,7 +152,8 @@ class RolloutEngine:
     """Runs :class:`GenJob` s through ``batch_size`` slots of one world model.
 
     ``renderer`` (batch size 1) renders seeded or configured initial frames (default: the
-    ``world`` ground truth at the model's resolution). ``seed`` seeds the model's noise.
+    ``world`` ground truth at the model's resolution; ``world`` defaults to the one the
+    model's config names, else PushT). ``seed`` seeds the model's noise.
     """
 
     def __init__(
@@ -160,13 +162,15 @@ class RolloutEngine:
         make_generator: MakeGenerator,
         *,
         batch_size: int = 16,
-        world: str = "pusht",
+        world: str | None = None,
         renderer: World | None = None,
         seed: int = 0,
         model_id: str = "",
     ) -> None:
         if batch_size < 1:
             raise FactoryError(f"--batch-size must be >= 1, got {batch_size}")
+        world = world or world_of(model.config)
+        self.world_name = world
         res = model.config.image_shape[0]
         self.renderer = renderer or make_world(world, batch_size=1, resolution=res)
         self.world = ModelWorld(

@@ -10,12 +10,13 @@ leaves nothing behind. Running the plan (on Ray) is ``pipelines.generate``'s par
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from factory.envs import make_world
 from factory.envs.pusht import pusht_spec
 from factory.errors import FactoryError
 from factory.gen.jobs import GenJob
@@ -23,7 +24,7 @@ from factory.gen.perturb import perturb_actions
 from factory.generators import EXPERTS, GENERATORS, check_generator_world
 from factory.model import read_config
 from factory.model.files import model_dir_or_default, model_identity
-from factory.model.registry import kind_of
+from factory.model.registry import kind_of, world_of
 from factory.record import check_output, done_episodes, open_output
 from factory.store import EpisodeStore
 from factory.world import WorldSpec
@@ -136,7 +137,7 @@ def plan_generate(cfg: GenerateConfig) -> GeneratePlan:
     if missing:
         raise FactoryError(f"model {model_dir} lacks part(s) {', '.join(missing)}; train them")
     resolution = mcfg.image_shape[0]
-    spec = pusht_spec(resolution)
+    spec = model_world_spec(mcfg, resolution)
     check_generator_world(cfg.generator, spec.name)
     gen_dim = _generator_action_dim(cfg, resolution)
     if gen_dim != mcfg.action_dim:
@@ -153,6 +154,20 @@ def plan_generate(cfg: GenerateConfig) -> GeneratePlan:
     if cfg.out.exists():
         store = open_output(cfg.out, spec, resolution, cfg.append, cfg.fsync)
     return GeneratePlan(cfg, model_dir, model_id, spec, store, jobs)
+
+
+def model_world_spec(model_config: Any, resolution: int) -> WorldSpec:
+    """The spec of the world a model of ``model_config`` simulates at ``resolution``, with
+    the cameras the model renders (none named: the main camera only), as its
+    ``ModelWorld`` records them."""
+    world = world_of(model_config)
+    if world == "pusht":
+        spec = pusht_spec(resolution)
+    else:
+        gt = make_world(world, batch_size=1, resolution=resolution)
+        spec = gt.spec
+        gt.close()
+    return replace(spec, cameras=tuple(getattr(model_config, "cameras", ())))
 
 
 def plan_jobs(

@@ -11,6 +11,11 @@ from factory.errors import ModelError
 from factory.model.autoencoder import Autoencoder
 from factory.model.config import WorldModelConfig
 from factory.model.dynamics import Dynamics
+from factory.model.object_set.config import ObjectSetConfig
+from factory.model.object_set.dynamics import SetDynamics
+from factory.model.object_set.model import ObjectSetModel
+from factory.model.object_set.reader import SetReader
+from factory.model.object_set.renderer import SetRenderer
 from factory.model.object_state.config import ObjectStateConfig
 from factory.model.object_state.dynamics import ObjectDynamics
 from factory.model.object_state.model import ObjectStateModel
@@ -139,5 +144,61 @@ OBJECT_STATE = register_kind(
         rollout_parts=("dynamics", "renderer"),
         description="object state -> object-frame MLP dynamics, sprite renderer, reader",
         resized=_obj_resized,
+    )
+)
+
+
+def _set_part(name: str, config: ObjectSetConfig) -> nn.Module:
+    if name == "dynamics":
+        return SetDynamics(config.dynamics)
+    if name == "renderer":
+        return SetRenderer(config.renderer)
+    if name == "reader":
+        return SetReader(config.reader, config.n_discs, board=config.renderer.board)
+    raise ModelError(f"unknown object_set part {name!r}; expected dynamics, renderer, reader")
+
+
+def _set_fit(config: ObjectSetConfig, parts: tuple[str, ...]) -> None:
+    sizes = tuple(config.reader.image_size), tuple(config.renderer.image_size)
+    if {"reader", "renderer"} <= set(parts) and sizes[0] != sizes[1]:
+        raise ModelError(f"reader expects {sizes[0]} frames, the renderer makes {sizes[1]}")
+
+
+def _set_resized(config: ObjectSetConfig, size: tuple[int, int]) -> ObjectSetConfig:
+    return dataclasses.replace(
+        config,
+        renderer=dataclasses.replace(config.renderer, image_size=size),
+        reader=dataclasses.replace(config.reader, image_size=size),
+        parts=(),
+    )
+
+
+def _set_assemble(config: ObjectSetConfig, parts: dict[str, Any]) -> ObjectSetModel:
+    return ObjectSetModel(
+        config,
+        dynamics=parts.get("dynamics"),
+        renderer=parts.get("renderer"),
+        reader=parts.get("reader"),
+    )
+
+
+OBJECT_SET = register_kind(
+    ModelKind(
+        name="object_set",
+        parts=("dynamics", "reader", "renderer"),
+        part_fields={
+            "dynamics": ("dynamics",),
+            "renderer": ("renderer",),
+            "reader": ("reader",),
+        },
+        config_from_dict=ObjectSetConfig.from_dict,
+        default_config=ObjectSetConfig,
+        build_part=_set_part,
+        check_parts_fit=_set_fit,
+        assemble=_set_assemble,
+        rollout_parts=("dynamics", "renderer"),
+        description="a set of discs -> interaction-network dynamics, homography sprite "
+        "renderer per camera, heatmap reader",
+        resized=_set_resized,
     )
 )

@@ -11,6 +11,9 @@ so a new kind needs no change in any consumer: they all use the rollout protocol
 - ``object_state``: the world's low-dimensional state (agent xy, block pose), an
   object-frame MLP dynamics, a sprite renderer state -> frame and a reader frame -> state.
   Needs the object state in the training data (``task_state``).
+- ``object_set``: a set of identical discs (pile): agent xy + every disc's xy, an
+  interaction-network dynamics over the set, a homography sprite renderer per camera and
+  a heatmap reader. Needs the disc positions in the training data (``task_state``).
 """
 
 from __future__ import annotations
@@ -85,6 +88,12 @@ def get_kind(name: str) -> ModelKind:
 def kind_of(config: Any) -> ModelKind:
     """The kind of a parsed config (its ``kind`` field)."""
     return get_kind(getattr(config, "kind", DEFAULT_KIND))
+
+
+def world_of(config: Any) -> str:
+    """The ground-truth world a model of ``config`` simulates (its ``world`` field; kinds
+    without one model PushT)."""
+    return str(getattr(config, "world", "pusht"))
 
 
 def _load_builtin() -> None:

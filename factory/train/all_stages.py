@@ -34,7 +34,7 @@ from factory.model.autoencoder import Autoencoder
 from factory.model.checkpoint import load_part, read_config
 from factory.model.files import TRAIN_ALL_FILE
 from factory.stages import StageFileError, StageRun
-from factory.train import object_state
+from factory.train import object_set, object_state
 from factory.train.accel import AccelConfig, accelerated, hold_frames, is_cuda
 from factory.train.autoencoder import train_autoencoder
 from factory.train.batch_search import BatchSearch, search_batch
@@ -68,6 +68,9 @@ OBJECT_STAGE_TRAIN = object_state.STAGE_TRAIN
 """Each stage's own default optimiser settings (mirrored from the stage functions), the
 base that a measured batch size and a checkpoint interval are applied to. Without those
 overrides (on the CPU) the stages run with their own defaults."""
+STATE_KINDS = {"object_state": object_state, "object_set": object_set}
+"""The kinds that model the world's state, by name: their stage module (``STAGES``,
+``SHARES`` and ``STAGE_TRAIN``, as above)."""
 
 
 @dataclass(frozen=True)
@@ -82,8 +85,8 @@ class StageShares:
     kind: str = "latent_grid"
 
     def of(self, stage: str) -> float:
-        if self.kind == "object_state":
-            return object_state.SHARES[stage]
+        if self.kind in STATE_KINDS:
+            return STATE_KINDS[self.kind].SHARES[stage]
         return float(getattr(self, stage))
 
 
@@ -124,8 +127,8 @@ AllProgressFn = Callable[[AllProgress], None]
 
 def stages_for(config: Any, has_task_state: bool) -> tuple[str, ...]:
     """The stages ``train all`` runs for a model of ``config``'s kind."""
-    if config.kind == "object_state":
-        return object_state.STAGES
+    if config.kind in STATE_KINDS:
+        return STATE_KINDS[config.kind].STAGES
     return plan_stages(has_task_state, config.dynamics.task_dim > 0)
 
 
@@ -203,8 +206,9 @@ def _train_cfg(stage: str, cfg: AllStagesConfig, batch: int | None) -> TrainConf
 
 
 def _stage_train(stage: str, cfg: AllStagesConfig) -> TrainConfig:
-    table = OBJECT_STAGE_TRAIN if cfg.shares.kind == "object_state" else STAGE_TRAIN
-    return table[stage]
+    if cfg.shares.kind in STATE_KINDS:
+        return STATE_KINDS[cfg.shares.kind].STAGE_TRAIN[stage]
+    return STAGE_TRAIN[stage]
 
 
 def stage_runner(
@@ -223,6 +227,8 @@ def stage_runner(
         kw: dict[str, Any] = dict(device=device, resume=resume, on_progress=p, train_cfg=tc)
         if config.kind == "object_state":
             return object_state.train_object_part(stage, data, d, config, b, **kw)
+        if config.kind == "object_set":
+            return object_set.train_set_part(stage, data, d, config, b, **kw)
         if stage == "decoder":
             return finetune_decoder(data, d, b, **kw)
         if stage == "heads":

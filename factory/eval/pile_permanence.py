@@ -1,0 +1,187 @@
+"""Hold-still permanence on pile episodes: do discs that nothing touches stay put?
+
+From ``starts`` real windows where the pusher is clear of every disc and the discs are at
+rest, the model rolls ``steps`` steps with the agent commanded to stay where it is (the
+action is its position at the start frame, so the open-loop replay is the ``hold_still``
+generator's). The ground truth leaves every disc exactly where it was: an unpushed disc is
+stopped (:mod:`factory.envs.pile_sim`). The report compares the generated frames with the
+start frame (disc-mask IoU per camera the model renders) and the model's own disc reading
+at every step with its reading at the start: the largest displacement of any disc and
+whether any moved more than ``tol_px`` (:func:`factory.eval.pile_metrics.hold_still_drift`).
+
+Shapes: ``N`` starts, ``K`` context frames, ``T`` steps, ``H, W`` image size, ``D = 2 n``
+the disc state (n discs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from factory.eval import metrics as m
+from factory.eval import pile_metrics as pm
+from factory.eval.pile_fidelity import disc_state_problem
+from factory.model.protocol import RolloutModel
+from factory.store import EpisodeStore
+
+
+@dataclass(frozen=True)
+class HoldStillConfig:
+    """The hold-still check: ``starts`` windows where the pusher is at least ``margin_px``
+    clear of every disc in every context frame and no disc moves more than ``still_px``
+    over them; ``steps`` held steps; IoU against the start frame at ``horizons``; a disc
+    counts as moved when it ends up more than ``tol_px`` from its start."""
+
+    starts: int = 8
+    steps: int = 100
+    horizons: tuple[int, ...] = (10, 40, 100)
+    margin_px: float = 30.0
+    still_px: float = 0.5
+    tol_px: float = 1.0
+    seed: int = 0
+
+
+def still_windows(
+    agent: np.ndarray, task_state: np.ndarray, context: int, cfg: HoldStillConfig
+) -> np.ndarray:
+    """Frame indices t (ascending) of one episode, agent (T, 2) and discs (T, D), whose
+    window ``t-K+1 .. t`` has the pusher clear of every disc and the discs at rest."""
+    clear = pm.pusher_clear(agent, task_state, cfg.margin_px)
+    ok = []
+    for t in range(context - 1, len(agent)):
+        lo = t - context + 1
+        moved = np.abs(task_state[lo : t + 1] - task_state[lo]).max(initial=0.0)
+        if clear[lo : t + 1].all() and moved <= cfg.still_px:
+            ok.append(t)
+    return np.asarray(ok, np.int64)
+
+
+@dataclass(frozen=True)
+class HoldStarts:
+    """Chosen starts: frames (N, K, H, W, 3) uint8 (the last is the start frame), side
+    (N, H, W, 3) the start's side frame or None, actions (N, K-1, A), agent (N, 2) the
+    agent at the start frame (the held target), states (N, K, 2 + D), where (N, 2)."""
+
+    frames: np.ndarray
+    side: np.ndarray | None
+    actions: np.ndarray
+    agent: np.ndarray
+    states: np.ndarray
+    where: np.ndarray
+
+
+def choose_hold_starts(
+    store: EpisodeStore, context: int, cfg: HoldStillConfig
+) -> HoldStarts | None:
+    """Up to ``cfg.starts`` qualifying windows, evenly spaced over all of the store's in
+    (episode, frame) order; None if there is none."""
+    pool = []
+    for i in range(store.n_episodes):
+        ep = store.episode(i)
+        pool += [(i, int(t)) for t in still_windows(ep["state"], ep["task_state"], context, cfg)]
+    if not pool:
+        return None
+    picks = np.unique(np.linspace(0, len(pool) - 1, min(cfg.starts, len(pool))).astype(np.int64))
+    chosen = [pool[j] for j in picks]
+    eps = [(store.episode(i), t - context + 1, t) for i, t in chosen]
+    has_side = "image_side" in store.schema.keys
+    return HoldStarts(
+        frames=np.stack([ep["image"][lo : t + 1] for ep, lo, t in eps]),
+        side=np.stack([ep["image_side"][t] for ep, _, t in eps]) if has_side else None,
+        actions=np.stack([ep["action"][lo:t] for ep, lo, t in eps]).astype(np.float32),
+        agent=np.stack([ep["state"][t, :2] for ep, _, t in eps]).astype(np.float32),
+        states=np.stack(
+            [np.concatenate([ep["state"][lo : t + 1, :2], ep["task_state"][lo : t + 1]], 1)
+             for ep, lo, t in eps]
+        ).astype(np.float32),
+        where=np.asarray(chosen, np.int64),
+    )  # fmt: skip
+
+
+def run_hold_still(model: RolloutModel, starts: HoldStarts, cfg: HoldStillConfig) -> dict[str, Any]:
+    """Roll every start ``cfg.steps`` steps with the agent held at its start position.
+
+    Keys: ``starts``, ``steps``, ``tol_px``, ``disc_iou_top_<h>`` (mean disc-mask IoU of
+    step h against the start frame; ``_min`` at the last step), ``disc_iou_side_<h>``
+    where the model renders the side camera, and from the model's own disc reading
+    against its reading at the start: ``disc_drift_px`` (median over starts of the largest
+    displacement of any disc at any step), ``disc_drift_px_max``, ``moved_frac`` (starts in
+    which a disc moved more than ``tol_px``), ``moved`` (any did), ``agent_drift_px``
+    (median distance of the model's agent from the held target at the last step) and
+    ``where`` ([episode, frame] of each start); ``drift_skipped`` instead of the drift
+    keys when the model's disc state is not the store's width.
+    """
+    model.start(starts.frames, starts.actions, seed=cfg.seed, states=starts.states)
+    _, task0 = model.last_reading()
+    held = np.repeat(starts.agent[:, None], cfg.steps, axis=1)
+    steps = model.step_many(held)
+    result: dict[str, Any] = {
+        "starts": len(starts.frames),
+        "steps": cfg.steps,
+        "tol_px": cfg.tol_px,
+    }
+    result.update(_hold_ious(steps, starts, cfg))
+    problem = disc_state_problem(np.asarray(task0).shape[-1], starts.states.shape[-1] - 2)
+    if problem is not None:
+        result["drift_skipped"] = problem
+    else:
+        result.update(_hold_drift(model, steps, np.asarray(task0), cfg.tol_px))
+    agent = np.asarray(steps[-1].state)[:, :2]
+    result["agent_drift_px"] = float(np.median(m.position_error(agent, starts.agent)))
+    result["where"] = starts.where.tolist()
+    return result
+
+
+def _hold_drift(
+    model: RolloutModel, steps: Sequence[Any], start: np.ndarray, tol_px: float
+) -> dict[str, Any]:
+    """The drift keys of :func:`run_hold_still` from the start reading (N, D) and the
+    steps' own disc readings (the model's frame reader where a step carries none)."""
+    reads = [
+        np.asarray(s.task_state) if s.task_state is not None else model.read_frames(s.frames)[1]
+        for s in steps
+    ]
+    path = np.concatenate([start[:, None], np.stack(reads, axis=1)], axis=1)  # (N, T+1, D)
+    drift = [pm.hold_still_drift(p, tol_px) for p in path]
+    largest = np.array([d for d, _ in drift])
+    return {
+        "disc_drift_px": float(np.median(largest)),
+        "disc_drift_px_max": float(largest.max()),
+        "moved_frac": float(np.mean([mv for _, mv in drift])),
+        "moved": bool(any(mv for _, mv in drift)),
+    }
+
+
+def _hold_ious(steps: Sequence[Any], starts: HoldStarts, cfg: HoldStillConfig) -> dict[str, float]:
+    """Disc-mask IoU of the held steps' frames against the start frame, per camera."""
+    out: dict[str, float] = {}
+    horizons = sorted({h for h in cfg.horizons if 1 <= h <= cfg.steps} | {cfg.steps})
+    side_steps = all("side" in (getattr(s, "views", None) or {}) for s in steps)
+    cams = [("top", starts.frames[:, -1], lambda s: s.frames)]
+    if side_steps and starts.side is not None:
+        cams.append(("side", starts.side, lambda s: s.views["side"]))
+    for cam, start, get in cams:
+        for h in horizons:
+            iou = pm.disc_iou(np.asarray(get(steps[h - 1])), start, cam)
+            out[f"disc_iou_{cam}_{h}"] = float(iou.mean())
+            if h == cfg.steps:
+                out[f"disc_iou_{cam}_{h}_min"] = float(iou.min())
+    return out
+
+
+def hold_still_metrics(
+    model: RolloutModel, store: EpisodeStore, context: int, cfg: HoldStillConfig
+) -> dict[str, Any]:
+    """:func:`choose_hold_starts` then :func:`run_hold_still`; ``starts`` 0 and why it was
+    ``skipped`` when the store has no qualifying window."""
+    starts = choose_hold_starts(store, context, cfg)
+    if starts is None:
+        why = (
+            f"no window of {context} frames with the pusher {cfg.margin_px:g} px clear of "
+            "every disc and the discs at rest"
+        )
+        return {"starts": 0, "steps": cfg.steps, "skipped": why}
+    return run_hold_still(model, starts, cfg)

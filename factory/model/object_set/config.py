@@ -1,0 +1,175 @@
+"""Typed configs of the ``object_set`` kind: one section per part, plus the whole model.
+
+The world's state is the agent's x, y then ``n_discs`` disc centres ``x0, y0, x1, y1, ...``
+in board px (the store's ``state`` + ``task_state``): K = 2 N task-state entries.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from factory.model.config import FORMAT, FORMAT_VERSION
+
+KIND = "object_set"
+
+
+@dataclass(frozen=True)
+class SetDynamicsConfig:
+    """The interaction network over the discs (all lengths in board px, per 10 Hz step).
+
+    ``radius``: disc-disc edges join discs closer than this; ``agent_radius``: agent->disc
+    edges join a disc to an agent closer than this now or at its next position. Relative
+    positions are in units of ``radius``, velocities of ``vel_scale``, outputs of
+    ``delta_scale``. ``hidden`` is the latent width of every shared MLP (``mlp_layers``
+    hidden layers each), ``message_steps`` the rounds of message passing.
+
+    Stillness: a disc is *active* when it moved in the last step, when the agent's path to
+    its next position passes within ``reach_agent`` of it, or (``hops`` times over) when
+    an active disc lies within ``reach_disc``. Only active discs may move, and only when
+    their learned gate says so (``gate_threshold``); every other disc keeps its position
+    bit for bit. ``moved_px``: a disc that moved more than this is "moving" for the gate.
+
+    ``walls``: the board's inner faces (low, high) on both axes; within ``wall_range`` px
+    of one a disc sees how near it is (GNS's boundary inputs), farther away nothing.
+    ``input_noise_px``: training jitter of the input positions (against drift)."""
+
+    action_dim: int = 2
+    agent_dim: int = 2
+    hidden: int = 64
+    mlp_layers: int = 2
+    message_steps: int = 2
+    radius: float = 60.0
+    agent_radius: float = 90.0
+    vel_scale: float = 10.0
+    delta_scale: float = 5.0
+    reach_agent: float = 30.0
+    reach_disc: float = 24.0
+    hops: int = 6
+    gate_threshold: float = 0.5
+    moved_px: float = 0.01
+    input_noise_px: float = 0.2
+    walls: tuple[float, float] = (5.0, 507.0)
+    wall_range: float = 40.0
+
+
+@dataclass(frozen=True)
+class SetRendererConfig:
+    """One learned camera per name in ``cameras`` (the main one first).
+
+    Each camera has a background image, a homography from its pixels to the board plane
+    (8 parameters, moved in steps of ``homography_step`` per unit of its raw parameters)
+    and RGBA sprites of a disc and of the agent in board-plane coordinates around each
+    object's centre, covering ``[-extent, extent]^2`` at ``texels_per_unit``.
+    ``binary_weight`` pulls every texel's opacity to 0 or 1."""
+
+    image_size: tuple[int, int] = (96, 96)
+    board: float = 512.0
+    cameras: tuple[str, ...] = ("top", "side")
+    disc_extent: float = 24.0
+    agent_extent: float = 44.0
+    texels_per_unit: float = 0.5
+    binary_weight: float = 0.1
+    homography_step: float = 0.01
+
+
+@dataclass(frozen=True)
+class SetReaderConfig:
+    """Top frame -> agent xy and the disc set: a fully convolutional heatmap net.
+
+    ``width`` channels, ``layers`` 3x3 convolutions at full resolution (dilations cycle
+    1, 2); ``sigma`` px is the width of the training heatmaps' peaks."""
+
+    image_size: tuple[int, int] = (96, 96)
+    width: int = 32
+    layers: int = 4
+    sigma: float = 1.0
+
+
+@dataclass(frozen=True)
+class ObjectSetConfig:
+    """The whole ``object_set`` model: per-part configs, the parts present, the world."""
+
+    dynamics: SetDynamicsConfig = field(default_factory=SetDynamicsConfig)
+    renderer: SetRendererConfig = field(default_factory=SetRendererConfig)
+    reader: SetReaderConfig = field(default_factory=SetReaderConfig)
+    parts: tuple[str, ...] = ()
+    n_discs: int = 30
+    world: str = "pile"
+    fps: float = 10.0
+    name: str = ""
+    kind: str = KIND
+
+    @property
+    def image_shape(self) -> tuple[int, int, int]:
+        h, w = self.renderer.image_size
+        return (h, w, 3)
+
+    @property
+    def action_dim(self) -> int:
+        return self.dynamics.action_dim
+
+    @property
+    def state_dim(self) -> int:
+        """Agent xy plus every disc's xy."""
+        return self.dynamics.agent_dim + 2 * self.n_discs
+
+    @property
+    def context(self) -> int:
+        """Past states the dynamics reads (the current one and one before it)."""
+        return 2
+
+    @property
+    def cameras(self) -> tuple[str, ...]:
+        """The cameras the renderer draws, the main one first."""
+        return self.renderer.cameras
+
+    def with_parts(self, *parts: str) -> ObjectSetConfig:
+        return dataclasses.replace(self, parts=tuple(sorted(set(self.parts) | set(parts))))
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"format": FORMAT, "version": FORMAT_VERSION}
+        out.update(_jsonable(dataclasses.asdict(self)))
+        return out
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ObjectSetConfig:
+        """Parse :meth:`to_dict`'s output; unknown keys raise ``ValueError``."""
+        body = {k: v for k, v in data.items() if k not in ("format", "version")}
+        if body.get("kind") != KIND:
+            raise ValueError(f"kind is {body.get('kind')!r}, expected {KIND!r}")
+        sections: dict[str, type] = {
+            "dynamics": SetDynamicsConfig,
+            "renderer": SetRendererConfig,
+            "reader": SetReaderConfig,
+        }
+        kwargs: dict[str, Any] = {}
+        for name, value in body.items():
+            if name in sections:
+                kwargs[name] = _section(sections[name], value)
+            elif name not in {f.name for f in dataclasses.fields(cls)}:
+                raise ValueError(f"unknown ObjectSetConfig key {name!r}")
+            else:
+                kwargs[name] = tuple(value) if isinstance(value, list) else value
+        return cls(**kwargs)
+
+
+def _section(cls: type, data: dict[str, Any]) -> Any:
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = set(data) - names
+    if unknown:
+        raise ValueError(f"unknown {cls.__name__} keys: {sorted(unknown)}")
+    return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})
+
+
+def _jsonable(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {k: _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_jsonable(v) for v in obj]
+    return obj

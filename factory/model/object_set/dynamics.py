@@ -1,0 +1,218 @@
+"""The object-set dynamics: a GNS-style interaction network over a set of discs.
+
+State ``s`` (B, 2 + 2 N): agent x, y, then N disc centres (board px). One step reads the
+current and previous state and the previous and current action (absolute agent targets).
+
+- **Agent**: a linear map of translation-invariant inputs (its velocity and both targets
+  relative to it) gives its displacement; it is position-controlled, so it never sees a
+  disc (fitted by least squares, :meth:`AgentMap.fit`).
+- **Discs** (Sanchez-Gonzalez et al. 2020): nodes are the discs (their velocity and the
+  near walls), the agent is a special node (its velocity and next displacement); edges
+  join discs within ``radius`` and the agent to discs within ``agent_radius``, their inputs
+  relative positions and velocities only, so the model is translation-invariant away from
+  the walls and cannot see the goal. ``message_steps`` rounds of shared edge and node
+  MLPs, then a decoder gives each disc's displacement and a "moving" logit.
+- **Stillness**: only *active* discs (:func:`graph.active_discs`) may move, and only
+  those whose logit says moving; every other disc keeps its position bit for bit, so a
+  pile nothing touches stays exactly still.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from factory.model.object_set.config import SetDynamicsConfig
+from factory.model.object_set.graph import (
+    active_discs,
+    agent_edges,
+    disc_edges,
+    mlp,
+    wall_features,
+)
+
+
+class AgentMap(nn.Module):
+    """``forward(prev, cur, prev_action, action)`` (B, 2) each -> next agent xy (B, 2)."""
+
+    def __init__(self, scale: float) -> None:
+        super().__init__()
+        self.scale = scale
+        self.linear = nn.Linear(6, 2)
+
+    def inputs(self, prev: Tensor, cur: Tensor, prev_action: Tensor, action: Tensor) -> Tensor:
+        """(B, 6): the agent's velocity and both targets relative to it, in ``scale``."""
+        return torch.cat([cur - prev, prev_action - cur, action - cur], dim=-1) / self.scale
+
+    def forward(self, prev: Tensor, cur: Tensor, prev_action: Tensor, action: Tensor) -> Tensor:
+        return cur + self.linear(self.inputs(prev, cur, prev_action, action)) * self.scale
+
+    @torch.no_grad()
+    def fit(self, states: Tensor, actions: Tensor) -> float:
+        """Least squares on windows of agent xy (B, 3, 2) and actions (B, 3, 2); returns
+        the mean residual in px."""
+        x = self.inputs(states[:, 0], states[:, 1], actions[:, 0], actions[:, 1])
+        y = (states[:, 2] - states[:, 1]) / self.scale
+        x1 = torch.cat([x, torch.ones_like(x[:, :1])], dim=1).double()
+        sol = torch.linalg.lstsq(x1, y.double()).solution.float()
+        self.linear.weight.copy_(sol[:-1].T)
+        self.linear.bias.copy_(sol[-1])
+        return float(((x1.float() @ sol - y) * self.scale).norm(dim=-1).mean())
+
+
+class _Round(nn.Module):
+    """One message-passing round: disc edges, agent edges, then every node."""
+
+    def __init__(self, hidden: int, layers: int) -> None:
+        super().__init__()
+        self.edge = mlp(3 * hidden, hidden, hidden, layers)
+        self.agent_edge = mlp(3 * hidden, hidden, hidden, layers)
+        self.node = mlp(3 * hidden, hidden, hidden, layers)
+
+
+class SetDynamics(nn.Module):
+    """``forward(prev, cur, prev_action, action)`` -> next state (B, S), the discs'
+    moving logits (B, N) and which discs were active (B, N) bool."""
+
+    def __init__(self, cfg: SetDynamicsConfig) -> None:
+        super().__init__()
+        if cfg.agent_dim != 2 or cfg.action_dim != 2:
+            raise ValueError("the object-set dynamics models a 2D point agent and 2D discs")
+        self.cfg = cfg
+        h, n = cfg.hidden, cfg.mlp_layers
+        self.agent = AgentMap(cfg.radius)
+        self.node_in = mlp(6, h, h, n)
+        self.agent_in = mlp(4, h, h, n)
+        self.edge_in = mlp(5, h, h, n)
+        self.agent_edge_in = mlp(8, h, h, n)
+        self.rounds = nn.ModuleList(_Round(h, n) for _ in range(cfg.message_steps))
+        self.out = mlp(h, h, 3, n)
+        last = self.out[-1]
+        assert isinstance(last, nn.Linear)
+        nn.init.zeros_(last.weight)
+        nn.init.zeros_(last.bias)
+
+    def active(self, prev: Tensor, cur: Tensor, agent_next: Tensor) -> Tensor:
+        """(B, N) bool: the discs that may move (:func:`graph.active_discs`)."""
+        c = self.cfg
+        discs, before = _discs(cur), _discs(prev)
+        return active_discs(
+            before, discs, cur[:, :2], agent_next, c.reach_agent, c.reach_disc, c.hops
+        )
+
+    def disc_outputs(self, prev: Tensor, cur: Tensor, agent_next: Tensor, act: Tensor) -> Tensor:
+        """(B, N, 3): each disc's displacement (in ``delta_scale``) and moving logit;
+        messages flow only into active discs ``act`` (B, N)."""
+        c = self.cfg
+        discs, before = _discs(cur), _discs(prev)
+        b_n, n = discs.shape[:2]
+        vel = (discs - before) / c.vel_scale
+        h = self.node_in(torch.cat([vel, wall_features(discs, c.walls, c.wall_range)], -1))
+        agent, agent_vel = cur[:, :2], (cur[:, :2] - prev[:, :2]) / c.vel_scale
+        g = self.agent_in(torch.cat([agent_vel, (agent_next - agent) / c.vel_scale], -1))
+        b, i, j = disc_edges(discs, act, c.radius)
+        rel = discs[b, i] - discs[b, j]
+        e = self.edge_in(
+            torch.cat([rel / c.radius, rel.norm(dim=-1, keepdim=True) / c.radius,
+                       vel[b, i] - vel[b, j]], -1)
+        )  # fmt: skip
+        ab, ai = agent_edges(discs, agent, agent_next, act, c.agent_radius)
+        now, nxt = discs[ab, ai] - agent[ab], discs[ab, ai] - agent_next[ab]
+        ea = self.agent_edge_in(
+            torch.cat([now / c.radius, now.norm(dim=-1, keepdim=True) / c.radius,
+                       nxt / c.radius, nxt.norm(dim=-1, keepdim=True) / c.radius,
+                       vel[ab, ai] - agent_vel[ab]], -1)
+        )  # fmt: skip
+        recv, send, arecv = b * n + i, b * n + j, ab * n + ai
+        hf = h.reshape(b_n * n, -1)
+        for rnd in self.rounds:
+            assert isinstance(rnd, _Round)
+            e = e + rnd.edge(torch.cat([e, hf[recv], hf[send]], -1))
+            ea = ea + rnd.agent_edge(torch.cat([ea, hf[arecv], g[ab]], -1))
+            agg = torch.zeros_like(hf).index_add(0, recv, e)
+            agg_a = torch.zeros_like(hf).index_add(0, arecv, ea)
+            hf = hf + rnd.node(torch.cat([hf, agg, agg_a], -1))
+        return self.out(hf).reshape(b_n, n, 3)
+
+    def forward(
+        self, prev: Tensor, cur: Tensor, prev_action: Tensor, action: Tensor
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """Next state (B, S), moving logits (B, N), active discs (B, N) bool.
+
+        An active disc moves by its displacement where its gate's probability passes the
+        threshold and not at all elsewhere; in training the gradient reaches the gate
+        through that probability (straight-through), so rollouts train as they run.
+        Inactive discs never move."""
+        agent_next = self.agent(prev[:, :2], cur[:, :2], prev_action, action)
+        act = self.active(prev, cur, agent_next)
+        out = self.disc_outputs(prev, cur, agent_next, act)
+        logit = out[..., 2]
+        p = torch.sigmoid(logit)
+        gate = (p > self.cfg.gate_threshold).to(p.dtype) + p - p.detach()  # value 0 or 1
+        discs = _discs(cur)
+        moved = discs + out[..., :2] * self.cfg.delta_scale * gate[..., None]
+        new = torch.where(act[..., None], moved, discs)
+        return torch.cat([agent_next, new.flatten(1)], dim=-1), logit, act
+
+    def loss(
+        self, states: Tensor, actions: Tensor, unroll: int, generator: torch.Generator | None
+    ) -> tuple[Tensor, dict[str, Tensor]]:
+        """Self-unrolled loss on windows: states (B, T, S), actions (B, T, 2), T >= unroll+2.
+
+        Every disc of a window is shifted by its own constant jitter (``input_noise_px``:
+        noisy relative positions, still discs stay still); the rollout starts from the
+        first two states and feeds its own predictions back for ``unroll`` steps. Scored:
+        every predicted disc and agent position (squared px, summed over the discs) and,
+        on the first step, the active discs' gate (BCE against whether they moved)."""
+        b, _, s = states.shape
+        n = (s - 2) // 2
+        if self.cfg.input_noise_px > 0:
+            jitter = torch.randn(b, 1, n, 2, generator=generator, device=states.device)
+            pad = torch.zeros(b, 1, 2, device=states.device)
+            states = states + torch.cat([pad, jitter.flatten(2) * self.cfg.input_noise_px], -1)
+        prev, cur = states[:, 0], states[:, 1]
+        disc_err, agent_err = [], []
+        logs: dict[str, Tensor] = {}
+        bce = torch.zeros((), device=states.device)
+        for t in range(unroll):
+            nxt, logit, act = self(prev, cur, actions[:, t], actions[:, t + 1])
+            true = states[:, t + 2]
+            err = ((_discs(nxt) - _discs(true)) ** 2).sum(-1)  # (B, N)
+            if t == 0:
+                bce, logs = _first_step(logit, act, err, _discs(states[:, 1]), _discs(true),
+                                        self.cfg.moved_px)  # fmt: skip
+            disc_err.append(err)
+            agent_err.append(((nxt[:, :2] - true[:, :2]) ** 2).sum(-1))
+            prev, cur = cur, nxt
+        discs_sq, agent_sq = torch.stack(disc_err, 1), torch.stack(agent_err, 1)
+        scale = self.cfg.delta_scale**2
+        loss = discs_sq.sum(-1).mean() / scale + agent_sq.mean() / scale + bce
+        logs.update(
+            disc_px=discs_sq.sqrt().mean().detach(),
+            disc_px_last=discs_sq[:, -1].sqrt().mean().detach(),
+            agent_px=agent_sq.sqrt().mean().detach(),
+            gate_bce=bce.detach(),
+        )
+        return loss, logs
+
+
+def _first_step(
+    logit: Tensor, act: Tensor, err: Tensor, cur: Tensor, true: Tensor, moved_px: float
+) -> tuple[Tensor, dict[str, Tensor]]:
+    """The gate's BCE over active discs and the first step's logs: the error of discs
+    that truly moved (px) and the fraction of those the activity rule missed."""
+    moved = (true - cur).abs().amax(-1) > moved_px  # (B, N)
+    bce = F.binary_cross_entropy_with_logits(logit, moved.float(), reduction="none")
+    bce = (bce * act).sum() / act.sum().clamp_min(1)
+    n_moved = moved.sum().clamp_min(1)
+    logs = {
+        "moving_px": (err.sqrt() * moved).sum().detach() / n_moved,
+        "missed": (moved & ~act).sum().detach().float() / n_moved,
+    }
+    return bce, logs
+
+
+def _discs(state: Tensor) -> Tensor:
+    """States (B, 2 + 2 N) -> disc centres (B, N, 2)."""
+    return state[:, 2:].unflatten(1, (-1, 2))

@@ -1,0 +1,255 @@
+"""``ObjectSetModel``: the object-set kind behind the rollout protocol.
+
+The rollout state is, per batch row, the current and previous world state (B, 2, S), S =
+2 + 2 N, and the previous action (B, 2). A rollout starts from known states (a seeded
+reset gives them exactly) or from frames, which the reader turns into states (its discs in
+its own order: the dynamics treats them as a set). Each step runs the dynamics once and
+every camera's renderer once; the task state is the model's own disc positions.
+
+Padding: started from a single state (or without context actions), the previous state is
+that state and the previous action holds the agent where it is (an agent at rest, as at
+episode starts in training).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from factory.errors import ModelError
+from factory.model.object_set.config import ObjectSetConfig
+from factory.model.object_set.dynamics import SetDynamics
+from factory.model.object_set.reader import SetReader
+from factory.model.object_set.renderer import SetRenderer
+from factory.model.rollout_base import RolloutBase, to_tensor
+from factory.model.world_model import StepOutput
+
+
+@dataclass
+class ViewsStepOutput(StepOutput):
+    """A :class:`StepOutput` with ``views``: every camera after the main one, each
+    (B, H, W, 3) uint8 like ``frames``."""
+
+    views: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+class ObjectSetModel(RolloutBase):
+    """Dynamics, renderer and reader (any may be None while training) plus rollout state."""
+
+    kind = "object_set"
+    reconstructs = "renderer at the true state"
+    frame_reader = "reader"
+    starts_from_states = True
+
+    def __init__(
+        self,
+        config: ObjectSetConfig,
+        dynamics: SetDynamics | None = None,
+        renderer: SetRenderer | None = None,
+        reader: SetReader | None = None,
+    ) -> None:
+        super().__init__()
+        self.config = config
+        self.dynamics = dynamics
+        self.renderer = renderer
+        self.reader = reader
+        self.use_bf16 = False
+        self._states: Tensor | None = None  # (B, 2, S): previous, current
+        self._prev_action: Tensor | None = None  # (B, 2)
+
+    @property
+    def context(self) -> int:
+        return self.config.context
+
+    @property
+    def cameras(self) -> tuple[str, ...]:
+        """The cameras each step renders: ``frames`` the first, ``views`` the others."""
+        return self.config.cameras
+
+    @property
+    def has_task_reader(self) -> bool:
+        return True
+
+    @property
+    def task_reader(self) -> str:
+        """What gives the task state during a rollout: the model's own state."""
+        return "state"
+
+    @property
+    def batch_size(self) -> int:
+        return 0 if self._states is None else int(self._states.shape[0])
+
+    def _parts(self) -> tuple[SetDynamics, SetRenderer]:
+        if self.dynamics is None or self.renderer is None:
+            raise ModelError("rollout needs the dynamics and renderer parts")
+        return self.dynamics, self.renderer
+
+    # -- reading and rendering -----------------------------------------------------------
+    @torch.no_grad()
+    def read_states(self, frames: np.ndarray | Tensor) -> Tensor:
+        """uint8 top frames (B, H, W, 3) -> states (B, S): the reader's."""
+        if self.reader is None:
+            raise ModelError("this model has no reader part, so it cannot start from frames")
+        x = to_tensor(frames, self.device)
+        if x.dim() != 4:
+            raise ValueError(f"frames must be (B, H, W, 3), got {tuple(x.shape)}")
+        self.check_compatible(image_shape=tuple(x.shape[1:]))
+        return self.reader(x.permute(0, 3, 1, 2).float() / 255.0)
+
+    def read_frames(self, frames: np.ndarray | Tensor) -> tuple[np.ndarray, np.ndarray]:
+        """uint8 frames (B, H, W, 3) -> agent_xy (B, 2), disc xy (B, 2 N) float32 numpy."""
+        s = self.read_states(frames).cpu().numpy().astype(np.float32)
+        return s[:, :2], s[:, 2:]
+
+    def reconstruct(self, frames: np.ndarray, states: np.ndarray | None = None) -> np.ndarray:
+        """The main camera's frames (N, H, W, 3) at ``states`` (N, S), else at the
+        reader's reading of ``frames``."""
+        s = self.read_states(frames) if states is None else states
+        return self.render(s)
+
+    @torch.inference_mode()
+    def render_views(self, states: np.ndarray | Tensor) -> dict[str, np.ndarray]:
+        """States (B, S) -> every camera's uint8 frames (B, H, W, 3), by name."""
+        _, ren = self._parts()
+        s = to_tensor(states, self.device).float()
+        return {k: v.cpu().numpy() for k, v in ren.render_uint8(s).items()}
+
+    def render(self, states: np.ndarray | Tensor) -> np.ndarray:
+        """States (B, S) -> the main camera's uint8 frames (B, H, W, 3)."""
+        return self.render_views(states)[self.cameras[0]]
+
+    def last_views(self, rows: list[int] | None = None) -> dict[str, np.ndarray]:
+        """The cameras after the main one at the current state of ``rows`` (default
+        all), each (n, H, W, 3) uint8."""
+        if self._states is None:
+            raise RuntimeError("call start() before last_views()")
+        s = self._states[:, 1] if rows is None else self._states[list(rows), 1]
+        views = self.render_views(s)
+        return {cam: views[cam] for cam in self.cameras[1:]}
+
+    def last_reading(self, rows: list[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """The current (agent (n, 2), discs (n, 2 N)) of ``rows`` (default all)."""
+        if self._states is None:
+            raise RuntimeError("call start() before last_reading()")
+        s = self._states[:, 1].cpu().numpy().astype(np.float32)
+        if rows is not None:
+            s = s[list(rows)]
+        return s[:, :2], s[:, 2:]
+
+    # -- rollout -------------------------------------------------------------------------
+    def _context_states(
+        self, frames: np.ndarray | Tensor | None, states: np.ndarray | Tensor | None
+    ) -> Tensor:
+        """(B, K', S) states: the given ones, else the reader's reading of the last
+        ``context`` frames."""
+        if states is not None:
+            s = to_tensor(states, self.device).float()
+            s = s[:, None] if s.dim() == 2 else s
+            if s.dim() != 3 or s.shape[-1] != self.config.state_dim:
+                raise ValueError(
+                    f"states must be (B, K', {self.config.state_dim}), got {tuple(s.shape)}"
+                )
+            return s
+        if frames is None:
+            raise ValueError("start needs context frames or states")
+        f = to_tensor(frames, self.device)
+        if f.dim() != 5 or f.shape[1] < 1:
+            raise ValueError(f"context_frames must be (B, K', H, W, 3), got {tuple(f.shape)}")
+        b, k = f.shape[:2]
+        keep = min(k, self.context)
+        s = self.read_states(f[:, -keep:].flatten(0, 1)).unflatten(0, (b, keep))
+        # the reader orders each frame's discs its own way: the agent's motion is read from
+        # both frames, the discs from the last one (taken to be at rest)
+        return torch.cat([s[..., :2], s[:, -1:, 2:].expand(-1, keep, -1)], dim=-1)
+
+    def _prepare(
+        self,
+        frames: np.ndarray | Tensor | None,
+        actions: np.ndarray | Tensor | None,
+        states: np.ndarray | Tensor | None,
+    ) -> tuple[Tensor, Tensor]:
+        """(window (B, 2, S), previous action (B, 2)) from the context."""
+        s = self._context_states(frames, states)
+        b, k = s.shape[:2]
+        acts = torch.zeros(b, 0, self.config.action_dim, device=self.device)
+        if actions is not None:
+            acts = to_tensor(actions, self.device).float()
+        if acts.dim() != 3 or acts.shape[0] != b or acts.shape[-1] != self.config.action_dim:
+            raise ValueError(f"context_actions must be (B, K'-1, A), got {tuple(acts.shape)}")
+        if k >= 2 and acts.shape[1]:
+            return s[:, -2:].contiguous(), acts[:, -1].contiguous()
+        # at rest: the agent was held where it is
+        return s[:, -1:].expand(-1, 2, -1).contiguous(), s[:, -1, :2].contiguous()
+
+    @torch.no_grad()
+    def start(
+        self,
+        context_frames: np.ndarray | Tensor | None = None,
+        context_actions: np.ndarray | Tensor | None = None,
+        seed: int = 0,
+        states: np.ndarray | Tensor | None = None,
+    ) -> None:
+        """Begin B rollouts from states (B, K', S) when given, else from the last context
+        frame (B, K', H, W, 3) uint8 read by the reader; context_actions (B, K'-1, A).
+        ``seed`` is accepted for the protocol: this kind's rollout draws no noise."""
+        del seed
+        self._states, self._prev_action = self._prepare(context_frames, context_actions, states)
+
+    @torch.no_grad()
+    def start_slots(
+        self,
+        slots: np.ndarray | list[int],
+        context_frames: np.ndarray | Tensor | None = None,
+        context_actions: np.ndarray | Tensor | None = None,
+        states: np.ndarray | Tensor | None = None,
+    ) -> None:
+        """Restart only rows ``slots`` (n,) from new context (as :meth:`start`)."""
+        if self._states is None or self._prev_action is None:
+            raise RuntimeError("call start() before start_slots()")
+        rows = self._rows(slots)
+        window, prev = self._prepare(context_frames, context_actions, states)
+        if window.shape[0] != len(rows):
+            raise ValueError(f"{len(rows)} slots but {window.shape[0]} context rollouts")
+        self._states, self._prev_action = self._states.clone(), self._prev_action.clone()
+        self._states[rows], self._prev_action[rows] = window, prev
+
+    def keep_slots(self, slots: np.ndarray | list[int]) -> None:
+        """Keep only rows ``slots`` (n,), in that order."""
+        if self._states is None or self._prev_action is None:
+            raise RuntimeError("call start() before keep_slots()")
+        rows = self._rows(slots)
+        self._states = self._states[rows].contiguous()
+        self._prev_action = self._prev_action[rows].contiguous()
+
+    @torch.inference_mode()
+    def step(self, actions: np.ndarray | Tensor) -> ViewsStepOutput:
+        """Advance every rollout by one frame. actions: (B, A) float32 applied now."""
+        dyn, ren = self._parts()
+        if self._states is None or self._prev_action is None:
+            raise RuntimeError("call start() before step()")
+        a = to_tensor(actions, self.device).float()
+        if tuple(a.shape) != (self.batch_size, self.config.action_dim):
+            raise ValueError(f"actions must be (B, A), got {tuple(a.shape)}")
+        nxt, _, _ = dyn(self._states[:, 0], self._states[:, 1], self._prev_action, a)
+        self._states = torch.stack([self._states[:, 1], nxt], dim=1)
+        self._prev_action = a
+        frames = {k: v.cpu().numpy() for k, v in ren.render_uint8(nxt).items()}
+        s = nxt.cpu().numpy().astype(np.float32)
+        main, *others = self.cameras
+        return ViewsStepOutput(
+            frames=frames[main],
+            state=s[:, :2],
+            task_state=s[:, 2:],
+            latents=nxt,
+            views={cam: frames[cam] for cam in others},
+        )
+
+    def step_many(self, actions: np.ndarray | Tensor) -> list[StepOutput]:
+        """T steps of known actions (B, T, A): open-loop replay."""
+        acts = to_tensor(actions, self.device)
+        if acts.dim() != 3 or acts.shape[0] != self.batch_size:
+            raise ValueError(f"actions must be (B, T, A), got {tuple(acts.shape)}")
+        return [self.step(acts[:, t]) for t in range(acts.shape[1])]
