@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,12 +39,10 @@ from factory.train.loop import (
     Budget,
     LoopState,
     ProgressFn,
-    StageRun,
     TrainConfig,
-    init_part,
-    stage_config,
     train_part,
 )
+from factory.train.state_parts import PartData, StepFn, open_part, windows
 
 log = logging.getLogger(__name__)
 
@@ -181,36 +178,7 @@ def _to_float(frames: np.ndarray, idx: np.ndarray, device: str) -> Tensor:
     return gather_frames(frames, idx, device).permute(0, 3, 1, 2).float() / 255.0
 
 
-def _windows(
-    states: np.ndarray, actions: np.ndarray, idx: np.ndarray, device: str
-) -> tuple[Tensor, Tensor]:
-    """Windows (B, T) of frame indices -> states (B, T, S), actions (B, T, 2); a repeated
-    index (episode-start padding) takes the agent's own position as its action."""
-    s, a = states[idx], actions[idx].copy()
-    rep = np.zeros(idx.shape, dtype=bool)
-    rep[:, :-1] = idx[:, :-1] == idx[:, 1:]
-    a[rep] = s[rep][:, :2]
-    return torch.from_numpy(s).to(device), torch.from_numpy(a).to(device)
-
-
-@dataclass
-class _Stage:
-    """What every part's step function reads."""
-
-    data: EpisodeData
-    states: np.ndarray
-    train_eps: np.ndarray
-    frames_idx: np.ndarray
-    batch: int
-    device: str
-    fresh: bool  # a new part, not a resumed one
-    rng: np.random.Generator
-
-
-StepFn = Callable[[LoopState], dict[str, Tensor]]
-
-
-def _renderer_step(module: SetRenderer, st: _Stage) -> StepFn:
+def _renderer_step(module: SetRenderer, st: PartData) -> StepFn:
     views = load_views(st.data, module.cfg.cameras)
     if st.fresh:
         pairs = still_pairs(st.data, st.states, min_move=30.0)
@@ -234,7 +202,7 @@ def _renderer_step(module: SetRenderer, st: _Stage) -> StepFn:
     return step_fn
 
 
-def _reader_step(module: SetReader, st: _Stage) -> StepFn:
+def _reader_step(module: SetReader, st: PartData) -> StepFn:
     def step_fn(ls: LoopState) -> dict[str, Tensor]:
         idx = sample_frames(st.frames_idx, st.batch, ls.rng)
         s = torch.from_numpy(st.states[idx]).to(st.device)
@@ -251,13 +219,13 @@ def moving_starts(sampler: WindowSampler, states: np.ndarray) -> np.ndarray:
     return s[np.any(states[s + 2, 2:] != states[s + 1, 2:], axis=1)]
 
 
-def _dynamics_step(module: SetDynamics, st: _Stage, sched: SetSchedule) -> StepFn:
+def _dynamics_step(module: SetDynamics, st: PartData, sched: SetSchedule) -> StepFn:
     samplers: dict[int, tuple[WindowSampler, np.ndarray]] = {}
     actions = st.data.actions
     if st.fresh:
         n = min(50_000, len(st.states))
         fit = WindowSampler(st.data, 3, st.train_eps).sample(n, st.rng)
-        s, a = _windows(st.states, actions, fit, st.device)
+        s, a = windows(st.states, actions, fit, st.device)
         log.info("agent map fitted by least squares: %.4f px", module.agent.fit(s[..., :2], a))
     module.agent.requires_grad_(False)  # solved exactly; Adam's steps would only jitter it
 
@@ -270,7 +238,7 @@ def _dynamics_step(module: SetDynamics, st: _Stage, sched: SetSchedule) -> StepF
         idx = sampler.sample(st.batch, ls.rng)
         k = round(sched.motion_frac * st.batch) if len(moving) else 0
         idx[:k] = ls.rng.choice(moving, k)[:, None] + np.arange(u + 2)[None]
-        s, a = _windows(st.states, actions, idx, st.device)
+        s, a = windows(st.states, actions, idx, st.device)
         loss, logs = module.loss(s, a, u, ls.generator)
         return {"loss": loss, "unroll": torch.tensor(float(u)), **logs}
 
@@ -299,14 +267,9 @@ def train_set_part(
             f"{data.source} holds {(states.shape[1] - 2) // 2} discs, the model {config.n_discs}"
         )
     tc = train_cfg or STAGE_TRAIN[stage]
-    run = StageRun(out_dir, tc, budget, resume, on_progress, device)
-    cfg = stage_config(out_dir, config, stage, resume)
-    module = init_part(out_dir, stage, cfg, resume, device)
-    train_eps, _ = data.split(tc.val_fraction, seed=tc.seed)
-    st = _Stage(
-        data, states, train_eps, data.frame_indices(train_eps), tc.batch_size, device,
-        fresh=not (resume and stage in cfg.parts), rng=np.random.default_rng(tc.seed),
-    )  # fmt: skip
+    part = open_part(stage, data, states, out_dir, config, budget, tc, device=device,
+                     resume=resume, on_progress=on_progress)  # fmt: skip
+    module, st = part.module, part.data
     if isinstance(module, SetRenderer):
         step_fn = _renderer_step(module, st)
     elif isinstance(module, SetReader):
@@ -314,4 +277,11 @@ def train_set_part(
     else:
         assert isinstance(module, SetDynamics)
         step_fn = _dynamics_step(module, st, schedule or SetSchedule())
-    return train_part(run, part=stage, module=module, config=cfg, step_fn=step_fn, data=data.source)
+    return train_part(
+        part.run,
+        part=stage,
+        module=module,
+        config=part.config,
+        step_fn=step_fn,
+        data=data.source,
+    )

@@ -15,7 +15,6 @@ Each part's module returns ``(loss, logs)`` and every stage runs through the one
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,12 +32,10 @@ from factory.train.loop import (
     Budget,
     LoopState,
     ProgressFn,
-    StageRun,
     TrainConfig,
-    init_part,
-    stage_config,
     train_part,
 )
+from factory.train.state_parts import PartData, StepFn, open_part, windows
 
 log = logging.getLogger(__name__)
 
@@ -79,38 +76,7 @@ def _frames(data: EpisodeData, idx: np.ndarray, device: str | torch.device) -> T
     return x.permute(0, 3, 1, 2).float() / 255.0
 
 
-def _windows(
-    states: np.ndarray, actions: np.ndarray, idx: np.ndarray, device: str | torch.device
-) -> tuple[Tensor, Tensor]:
-    """Windows (B, T) of frame indices -> states (B, T, 5), actions (B, T, 2).
-
-    A repeated index (the padding at an episode start) takes the agent's own position as
-    its action: the agent held at rest, as a rollout started from one state assumes."""
-    s, a = states[idx], actions[idx].copy()
-    rep = np.zeros(idx.shape, dtype=bool)
-    rep[:, :-1] = idx[:, :-1] == idx[:, 1:]
-    a[rep] = s[rep][:, :2]
-    return torch.from_numpy(s).to(device), torch.from_numpy(a).to(device)
-
-
-@dataclass
-class _Stage:
-    """What every part's step function reads: the data, its states, the training frames."""
-
-    data: EpisodeData
-    states: np.ndarray
-    train_eps: np.ndarray
-    frames_idx: np.ndarray
-    batch: int
-    device: str
-    fresh: bool  # a new part, not a resumed one
-    rng: np.random.Generator
-
-
-StepFn = Callable[[LoopState], dict[str, Tensor]]
-
-
-def _renderer_step(module: SpriteRenderer, st: _Stage) -> StepFn:
+def _renderer_step(module: SpriteRenderer, st: PartData) -> StepFn:
     if st.fresh:
         module.init_background(_frames(st.data, st.rng.choice(st.frames_idx, 512), st.device))
 
@@ -123,7 +89,7 @@ def _renderer_step(module: SpriteRenderer, st: _Stage) -> StepFn:
     return step_fn
 
 
-def _reader_step(module: StateReader, st: _Stage) -> StepFn:
+def _reader_step(module: StateReader, st: PartData) -> StepFn:
     def step_fn(ls: LoopState) -> dict[str, Tensor]:
         idx = sample_frames(st.frames_idx, st.batch, ls.rng)
         s = torch.from_numpy(st.states[idx]).to(st.device)
@@ -133,13 +99,13 @@ def _reader_step(module: StateReader, st: _Stage) -> StepFn:
     return step_fn
 
 
-def _dynamics_step(module: ObjectDynamics, st: _Stage, sched: DynamicsSchedule) -> StepFn:
+def _dynamics_step(module: ObjectDynamics, st: PartData, sched: DynamicsSchedule) -> StepFn:
     samplers: dict[int, WindowSampler] = {}
     actions = st.data.actions
     if st.fresh:
         n = min(50_000, len(st.states))
         fit = WindowSampler(st.data, 3, st.train_eps).sample(n, st.rng)
-        res = module.fit_agent(*_windows(st.states, actions, fit, st.device))
+        res = module.fit_agent(*windows(st.states, actions, fit, st.device))
         log.info("agent map fitted by least squares: %.4f px", res)
     module.agent.requires_grad_(False)  # solved exactly; Adam's steps would only jitter it
 
@@ -147,7 +113,7 @@ def _dynamics_step(module: ObjectDynamics, st: _Stage, sched: DynamicsSchedule) 
         u = sched.unroll(ls.progress)
         if u not in samplers:
             samplers[u] = WindowSampler(st.data, u + 2, st.train_eps, sched.pad_prob, 1)
-        s, a = _windows(st.states, actions, samplers[u].sample(st.batch, ls.rng), st.device)
+        s, a = windows(st.states, actions, samplers[u].sample(st.batch, ls.rng), st.device)
         loss, logs = module.loss(s, a, u, ls.generator)
         return {"loss": loss, "unroll": torch.tensor(float(u)), **logs}
 
@@ -172,14 +138,9 @@ def train_object_part(
         raise FactoryError(f"unknown object_state stage {stage!r}; expected {', '.join(STAGES)}")
     states = world_states(data)
     tc = train_cfg or STAGE_TRAIN[stage]
-    run = StageRun(out_dir, tc, budget, resume, on_progress, device)
-    cfg = stage_config(out_dir, config, stage, resume)
-    module = init_part(out_dir, stage, cfg, resume, device)
-    train_eps, _ = data.split(tc.val_fraction, seed=tc.seed)
-    st = _Stage(
-        data, states, train_eps, data.frame_indices(train_eps), tc.batch_size, device,
-        fresh=not (resume and stage in cfg.parts), rng=np.random.default_rng(tc.seed),
-    )  # fmt: skip
+    part = open_part(stage, data, states, out_dir, config, budget, tc, device=device,
+                     resume=resume, on_progress=on_progress)  # fmt: skip
+    module, st = part.module, part.data
     if isinstance(module, SpriteRenderer):
         step_fn = _renderer_step(module, st)
     elif isinstance(module, StateReader):
@@ -187,4 +148,11 @@ def train_object_part(
     else:
         assert isinstance(module, ObjectDynamics)
         step_fn = _dynamics_step(module, st, schedule or DynamicsSchedule())
-    return train_part(run, part=stage, module=module, config=cfg, step_fn=step_fn, data=data.source)
+    return train_part(
+        part.run,
+        part=stage,
+        module=module,
+        config=part.config,
+        step_fn=step_fn,
+        data=data.source,
+    )

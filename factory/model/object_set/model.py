@@ -24,7 +24,8 @@ from factory.model.object_set.config import ObjectSetConfig
 from factory.model.object_set.dynamics import SetDynamics
 from factory.model.object_set.reader import SetReader
 from factory.model.object_set.renderer import SetRenderer
-from factory.model.rollout_base import RolloutBase, to_tensor
+from factory.model.rollout_base import to_tensor
+from factory.model.state_rollout import StateRollout
 from factory.model.world_model import StepOutput
 
 
@@ -36,7 +37,7 @@ class ViewsStepOutput(StepOutput):
     views: dict[str, np.ndarray] = field(default_factory=dict)
 
 
-class ObjectSetModel(RolloutBase):
+class ObjectSetModel(StateRollout):
     """Dynamics, renderer and reader (any may be None while training) plus rollout state."""
 
     kind = "object_set"
@@ -69,19 +70,6 @@ class ObjectSetModel(RolloutBase):
         """The cameras each step renders: ``frames`` the first, ``views`` the others."""
         return self.config.cameras
 
-    @property
-    def has_task_reader(self) -> bool:
-        return True
-
-    @property
-    def task_reader(self) -> str:
-        """What gives the task state during a rollout: the model's own state."""
-        return "state"
-
-    @property
-    def batch_size(self) -> int:
-        return 0 if self._states is None else int(self._states.shape[0])
-
     def _parts(self) -> tuple[SetDynamics, SetRenderer]:
         if self.dynamics is None or self.renderer is None:
             raise ModelError("rollout needs the dynamics and renderer parts")
@@ -91,13 +79,9 @@ class ObjectSetModel(RolloutBase):
     @torch.no_grad()
     def read_states(self, frames: np.ndarray | Tensor) -> Tensor:
         """uint8 top frames (B, H, W, 3) -> states (B, S): the reader's."""
-        if self.reader is None:
-            raise ModelError("this model has no reader part, so it cannot start from frames")
-        x = to_tensor(frames, self.device)
-        if x.dim() != 4:
-            raise ValueError(f"frames must be (B, H, W, 3), got {tuple(x.shape)}")
-        self.check_compatible(image_shape=tuple(x.shape[1:]))
-        return self.reader(x.permute(0, 3, 1, 2).float() / 255.0)
+        img = self._frame_batch(frames)
+        assert self.reader is not None  # _frame_batch refuses a model without one
+        return self.reader(img)
 
     def read_frames(self, frames: np.ndarray | Tensor) -> tuple[np.ndarray, np.ndarray]:
         """uint8 frames (B, H, W, 3) -> agent_xy (B, 2), disc xy (B, 2 N) float32 numpy."""
@@ -130,15 +114,6 @@ class ObjectSetModel(RolloutBase):
         views = self.render_views(s)
         return {cam: views[cam] for cam in self.cameras[1:]}
 
-    def last_reading(self, rows: list[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """The current (agent (n, 2), discs (n, 2 N)) of ``rows`` (default all)."""
-        if self._states is None:
-            raise RuntimeError("call start() before last_reading()")
-        s = self._states[:, 1].cpu().numpy().astype(np.float32)
-        if rows is not None:
-            s = s[list(rows)]
-        return s[:, :2], s[:, 2:]
-
     # -- rollout -------------------------------------------------------------------------
     def _context_states(
         self, frames: np.ndarray | Tensor | None, states: np.ndarray | Tensor | None
@@ -165,65 +140,6 @@ class ObjectSetModel(RolloutBase):
         # both frames, the discs from the last one (taken to be at rest)
         return torch.cat([s[..., :2], s[:, -1:, 2:].expand(-1, keep, -1)], dim=-1)
 
-    def _prepare(
-        self,
-        frames: np.ndarray | Tensor | None,
-        actions: np.ndarray | Tensor | None,
-        states: np.ndarray | Tensor | None,
-    ) -> tuple[Tensor, Tensor]:
-        """(window (B, 2, S), previous action (B, 2)) from the context."""
-        s = self._context_states(frames, states)
-        b, k = s.shape[:2]
-        acts = torch.zeros(b, 0, self.config.action_dim, device=self.device)
-        if actions is not None:
-            acts = to_tensor(actions, self.device).float()
-        if acts.dim() != 3 or acts.shape[0] != b or acts.shape[-1] != self.config.action_dim:
-            raise ValueError(f"context_actions must be (B, K'-1, A), got {tuple(acts.shape)}")
-        if k >= 2 and acts.shape[1]:
-            return s[:, -2:].contiguous(), acts[:, -1].contiguous()
-        # at rest: the agent was held where it is
-        return s[:, -1:].expand(-1, 2, -1).contiguous(), s[:, -1, :2].contiguous()
-
-    @torch.no_grad()
-    def start(
-        self,
-        context_frames: np.ndarray | Tensor | None = None,
-        context_actions: np.ndarray | Tensor | None = None,
-        seed: int = 0,
-        states: np.ndarray | Tensor | None = None,
-    ) -> None:
-        """Begin B rollouts from states (B, K', S) when given, else from the last context
-        frame (B, K', H, W, 3) uint8 read by the reader; context_actions (B, K'-1, A).
-        ``seed`` is accepted for the protocol: this kind's rollout draws no noise."""
-        del seed
-        self._states, self._prev_action = self._prepare(context_frames, context_actions, states)
-
-    @torch.no_grad()
-    def start_slots(
-        self,
-        slots: np.ndarray | list[int],
-        context_frames: np.ndarray | Tensor | None = None,
-        context_actions: np.ndarray | Tensor | None = None,
-        states: np.ndarray | Tensor | None = None,
-    ) -> None:
-        """Restart only rows ``slots`` (n,) from new context (as :meth:`start`)."""
-        if self._states is None or self._prev_action is None:
-            raise RuntimeError("call start() before start_slots()")
-        rows = self._rows(slots)
-        window, prev = self._prepare(context_frames, context_actions, states)
-        if window.shape[0] != len(rows):
-            raise ValueError(f"{len(rows)} slots but {window.shape[0]} context rollouts")
-        self._states, self._prev_action = self._states.clone(), self._prev_action.clone()
-        self._states[rows], self._prev_action[rows] = window, prev
-
-    def keep_slots(self, slots: np.ndarray | list[int]) -> None:
-        """Keep only rows ``slots`` (n,), in that order."""
-        if self._states is None or self._prev_action is None:
-            raise RuntimeError("call start() before keep_slots()")
-        rows = self._rows(slots)
-        self._states = self._states[rows].contiguous()
-        self._prev_action = self._prev_action[rows].contiguous()
-
     @torch.inference_mode()
     def step(self, actions: np.ndarray | Tensor) -> ViewsStepOutput:
         """Advance every rollout by one frame. actions: (B, A) float32 applied now."""
@@ -246,10 +162,3 @@ class ObjectSetModel(RolloutBase):
             latents=nxt,
             views={cam: frames[cam] for cam in others},
         )
-
-    def step_many(self, actions: np.ndarray | Tensor) -> list[StepOutput]:
-        """T steps of known actions (B, T, A): open-loop replay."""
-        acts = to_tensor(actions, self.device)
-        if acts.dim() != 3 or acts.shape[0] != self.batch_size:
-            raise ValueError(f"actions must be (B, T, A), got {tuple(acts.shape)}")
-        return [self.step(acts[:, t]) for t in range(acts.shape[1])]
