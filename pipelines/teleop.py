@@ -279,7 +279,7 @@ def run_teleop(
         node = RecordingNode(
             session.world, session.source, session.viewer, session.store, session.initials, node_cfg
         )
-        with _sigterm_as_interrupt():
+        with _sigterm_as_interrupt(node.interrupt):
             summary = node.run()
         summary["store_episodes"] = session.store.n_episodes
     finally:
@@ -300,12 +300,15 @@ def _without_token(url: str) -> str:
 
 
 @contextlib.contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
+def _sigterm_as_interrupt(request: Callable[[], None]) -> Iterator[None]:
+    """SIGTERM raises KeyboardInterrupt, and ``request``s it too, for when the raise lands
+    in a C callback that swallows it."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
 
     def interrupt(signum: int, frame: Any) -> None:
+        request()
         raise KeyboardInterrupt
 
     previous = signal.signal(signal.SIGTERM, interrupt)

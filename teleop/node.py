@@ -185,6 +185,7 @@ class RecordingNode:
         self._commit_ms: list[float] = []
         self._saved = self._frames = self._discarded = self._ticks = 0
         self._quit = False
+        self._interrupted = False  # set by interrupt(): raised at the next tick
         self._end_reason = "done"
         self._message = ""
         self._fps = 0.0
@@ -200,6 +201,8 @@ class RecordingNode:
         clock = RateClock(self.cfg.fps)
         try:
             while not self._finished():
+                if self._interrupted:
+                    raise KeyboardInterrupt
                 self._tick(clock)
         except DeviceDisconnected as err:
             self._drop("device disconnected", quiet=True)
@@ -212,6 +215,12 @@ class RecordingNode:
         summary = self._summary(time.perf_counter() - began, rss_start)
         log.info("teleop session: %s", summary)
         return summary
+
+    def interrupt(self) -> None:
+        """End the session at the next tick as Ctrl-C does (a signal handler's
+        KeyboardInterrupt can be swallowed when it lands inside a C callback, such as
+        pymunk's drawing in gym-pusht's render)."""
+        self._interrupted = True
 
     def _finished(self) -> bool:
         cfg = self.cfg
