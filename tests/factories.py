@@ -126,15 +126,19 @@ def tiny_object_state_model(seed: int = 0, size: int = 32) -> ObjectStateModel:
     return ObjectStateModel(cfg, dynamics=dyn, renderer=ren, reader=reader).eval()
 
 
-def write_tiny_object_state_dir(path: Path, seed: int = 0) -> Path:
-    """Save a tiny object_state model's three parts into ``path`` (a model directory)."""
-    model = tiny_object_state_model(seed)
+def _write_state_model(path: Path, model: Any) -> Path:
+    """Save a state kind's three parts (dynamics, renderer, reader) into ``path``."""
     cfg: Any = model.config
     parts = {"dynamics": model.dynamics, "renderer": model.renderer, "reader": model.reader}
     for name, module in parts.items():
         assert module is not None
         cfg = save_part(path, name, module, cfg, steps=1, wall_s=0.0, data="tests")
     return path
+
+
+def write_tiny_object_state_dir(path: Path, seed: int = 0) -> Path:
+    """Save a tiny object_state model's three parts into ``path`` (a model directory)."""
+    return _write_state_model(path, tiny_object_state_model(seed))
 
 
 def tiny_object_set_config(size: int = 32, n_discs: int = 30) -> ObjectSetConfig:
@@ -174,10 +178,4 @@ def tiny_object_set_model(seed: int = 0, size: int = 32, n_discs: int = 30) -> O
 
 def write_tiny_object_set_dir(path: Path, seed: int = 0) -> Path:
     """Save a tiny object_set model's three parts into ``path`` (a model directory)."""
-    model = tiny_object_set_model(seed)
-    cfg: Any = model.config
-    parts = {"dynamics": model.dynamics, "renderer": model.renderer, "reader": model.reader}
-    for name, module in parts.items():
-        assert module is not None
-        cfg = save_part(path, name, module, cfg, steps=1, wall_s=0.0, data="tests")
-    return path
+    return _write_state_model(path, tiny_object_set_model(seed))

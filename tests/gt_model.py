@@ -28,6 +28,7 @@ class GroundTruthModel:
     """
 
     kind = "ground_truth"
+    cameras: tuple[str, ...] = ()
     has_task_reader = True
     task_reader = "state"
     frame_reader = "state"

@@ -16,7 +16,6 @@ rendered maps to the scene it shows, so it reads perfectly and reads nothing els
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
@@ -27,13 +26,6 @@ from factory.envs.pile import PileWorld
 from factory.envs.pile_render import render_views
 from factory.model.world_model import StepOutput
 from factory.store import EpisodeStore
-
-
-@dataclass
-class PileStep(StepOutput):
-    """A step with the side camera too: views {"side": (B, H, W, 3) uint8}."""
-
-    views: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 def _key(frame: np.ndarray) -> bytes:
@@ -68,6 +60,10 @@ class PileStandIn:
     @property
     def batch_size(self) -> int:
         return len(self._rows)
+
+    @property
+    def cameras(self) -> tuple[str, ...]:
+        return ("top", "side") if self.side else ("top",)
 
     def check_compatible(
         self, action_dim: int | None = None, image_shape: tuple[int, ...] | None = None
@@ -112,7 +108,7 @@ class PileStandIn:
         self._t = 0
         self._scenes = np.concatenate([w.scenes() for w in self._rows])
 
-    def step(self, actions: Any) -> PileStep:
+    def step(self, actions: Any) -> StepOutput:
         for w, a in zip(self._rows, np.asarray(actions, np.float32), strict=True):
             w.step(a[None])
         self._t += 1
@@ -123,7 +119,7 @@ class PileStandIn:
         for s, v in zip(scenes, views, strict=True):
             for frame in v.values():
                 self._seen[_key(frame)] = s
-        return PileStep(
+        return StepOutput(
             frames=np.stack([v["top"] for v in views]),
             state=scenes[:, :2].astype(np.float32),
             task_state=scenes[:, 2:].astype(np.float32),
@@ -131,7 +127,7 @@ class PileStandIn:
             views={"side": np.stack([v["side"] for v in views])} if self.side else {},
         )
 
-    def step_many(self, actions: Any) -> list[PileStep]:
+    def step_many(self, actions: Any) -> list[StepOutput]:
         return [self.step(np.asarray(actions)[:, t]) for t in range(np.asarray(actions).shape[1])]
 
     def last_reading(self, rows: list[int] | None = None) -> tuple[np.ndarray, np.ndarray]:

@@ -59,7 +59,7 @@ class ModelWorld:
         self.batch_size = batch_size
         # a model names the cameras it renders; one that does not renders the main camera
         # only: its spec names no cameras, its observations carry no views
-        cameras = tuple(getattr(model, "cameras", ()))
+        cameras = tuple(model.cameras)
         self.spec: WorldSpec = dataclasses.replace(base, name=f"{base.name}-model", cameras=cameras)
         self.model_id = model_id
         self._seed = seed
@@ -141,8 +141,7 @@ class ModelWorld:
             raise FactoryError("actions contain NaN or inf; refusing to step the world model")
         out = self.model.step(np.clip(actions, self._low, self._high))
         assert out.task_state is not None  # the constructor checked for a probe
-        views = getattr(out, "views", {})
-        return self._obs(out.frames, out.state, out.task_state, views)
+        return self._obs(out.frames, out.state, out.task_state, out.views)
 
     def _start_views(
         self, rows: list[int] | None, given: dict[str, np.ndarray] | None
@@ -154,8 +153,7 @@ class ModelWorld:
             return {}
         if given is not None and set(extra) <= set(given):
             return {cam: given[cam] for cam in extra}
-        rendered: dict[str, np.ndarray] = self.model.last_views(rows)  # type: ignore[attr-defined]
-        return rendered
+        return self.model.last_views(rows)
 
     def _obs(
         self,

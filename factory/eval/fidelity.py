@@ -195,7 +195,7 @@ def rollout_replay(
 def _step_views(steps: Sequence[Any]) -> dict[str, np.ndarray]:
     """The other cameras' frames (E, T, H, W, 3) that every step renders (a step's
     ``views``, camera -> (E, H, W, 3), where its kind has them)."""
-    per_step = [getattr(s, "views", None) or {} for s in steps]
+    per_step = [s.views for s in steps]
     shared = set.intersection(*(set(v) for v in per_step)) if per_step else set()
     return {cam: np.stack([v[cam] for v in per_step], axis=1) for cam in sorted(shared)}
 

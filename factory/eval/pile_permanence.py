@@ -159,7 +159,7 @@ def _hold_ious(steps: Sequence[Any], starts: HoldStarts, cfg: HoldStillConfig) -
     """Disc-mask IoU of the held steps' frames against the start frame, per camera."""
     out: dict[str, float] = {}
     horizons = sorted({h for h in cfg.horizons if 1 <= h <= cfg.steps} | {cfg.steps})
-    side_steps = all("side" in (getattr(s, "views", None) or {}) for s in steps)
+    side_steps = all("side" in s.views for s in steps)
     cams = [("top", starts.frames[:, -1], lambda s: s.frames)]
     if side_steps and starts.side is not None:
         cams.append(("side", starts.side, lambda s: s.views["side"]))

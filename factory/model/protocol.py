@@ -38,6 +38,9 @@ class RolloutModel(Protocol):
       model's own re-rendering of real frames (``reconstructs`` names how: the latent
       kind's autoencoder, a state kind's renderer at the given states).
     - ``starts_from_states``: whether ``start`` uses ``states`` when given.
+    - ``cameras``: the cameras a step renders (main first, the others in
+      ``StepOutput.views``; ``()`` for one unnamed camera); ``last_views(rows)``: the
+      others at the current state.
     """
 
     config: Any
@@ -57,6 +60,11 @@ class RolloutModel(Protocol):
 
     @property
     def has_task_reader(self) -> bool: ...
+
+    @property
+    def cameras(self) -> tuple[str, ...]: ...
+
+    def last_views(self, rows: list[int] | None = None) -> dict[str, np.ndarray]: ...
 
     @property
     def task_reader(self) -> str: ...

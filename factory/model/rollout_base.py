@@ -16,7 +16,20 @@ from factory.errors import ModelError
 
 
 class RolloutBase(nn.Module):
-    """Device, ``check_compatible`` and slot-row validation for a rollout model."""
+    """Device, ``check_compatible`` and slot-row validation for a rollout model; one
+    unnamed camera unless a kind names its ``cameras``."""
+
+    @property
+    def cameras(self) -> tuple[str, ...]:
+        """The cameras each step renders, the main one (``frames``) first and the others
+        in ``StepOutput.views``; ``()``: one unnamed main camera."""
+        return ()
+
+    def last_views(self, rows: list[int] | None = None) -> dict[str, np.ndarray]:
+        """Every camera after the main one at the current state of ``rows`` (default all),
+        each (n, H, W, 3) uint8; empty for a model of one camera."""
+        del rows
+        return {}
 
     config: Any
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -42,13 +42,16 @@ class StepOutput:
     frames: (B, H, W, 3) uint8; state: (B, S) float32 robot state (raw units, e.g. board
     px) from the dynamics' state head; task_state: (B, 3) float32 block pose from the probe
     (None without a probe); latents: the model's own rollout state on its device: (B, C,
-    h, w) float32 latents for ``latent_grid``, the (B, 5) world state for ``object_state``.
+    h, w) float32 latents for ``latent_grid``, the (B, 5) world state for ``object_state``;
+    views: every camera after the main one (the model's ``cameras[1:]``), each (B, H, W, 3)
+    uint8 like ``frames`` (empty for a model of one camera).
     """
 
     frames: np.ndarray
     state: np.ndarray
     task_state: np.ndarray | None
     latents: Tensor
+    views: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 class WorldModel(RolloutBase):

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from factory.errors import FactoryError
 from factory.model.object_set.config import ObjectSetConfig
@@ -40,9 +40,8 @@ from factory.train.loop import (
     LoopState,
     ProgressFn,
     TrainConfig,
-    train_part,
 )
-from factory.train.state_parts import PartData, StepFn, open_part, windows
+from factory.train.state_parts import PartData, StepFn, train_state_part, windows
 
 log = logging.getLogger(__name__)
 
@@ -266,22 +265,16 @@ def train_set_part(
         raise FactoryError(
             f"{data.source} holds {(states.shape[1] - 2) // 2} discs, the model {config.n_discs}"
         )
-    tc = train_cfg or STAGE_TRAIN[stage]
-    part = open_part(stage, data, states, out_dir, config, budget, tc, device=device,
-                     resume=resume, on_progress=on_progress)  # fmt: skip
-    module, st = part.module, part.data
-    if isinstance(module, SetRenderer):
-        step_fn = _renderer_step(module, st)
-    elif isinstance(module, SetReader):
-        step_fn = _reader_step(module, st)
-    else:
+    sched = schedule or SetSchedule()
+
+    def step_for(module: nn.Module, st: PartData) -> StepFn:
+        if isinstance(module, SetRenderer):
+            return _renderer_step(module, st)
+        if isinstance(module, SetReader):
+            return _reader_step(module, st)
         assert isinstance(module, SetDynamics)
-        step_fn = _dynamics_step(module, st, schedule or SetSchedule())
-    return train_part(
-        part.run,
-        part=stage,
-        module=module,
-        config=part.config,
-        step_fn=step_fn,
-        data=data.source,
-    )
+        return _dynamics_step(module, st, sched)
+
+    tc = train_cfg or STAGE_TRAIN[stage]
+    return train_state_part(stage, data, states, out_dir, config, budget, tc, step_for,
+                            device=device, resume=resume, on_progress=on_progress)  # fmt: skip

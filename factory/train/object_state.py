@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from factory.errors import FactoryError
 from factory.model.object_state.config import ObjectStateConfig
@@ -33,9 +33,8 @@ from factory.train.loop import (
     LoopState,
     ProgressFn,
     TrainConfig,
-    train_part,
 )
-from factory.train.state_parts import PartData, StepFn, open_part, windows
+from factory.train.state_parts import PartData, StepFn, train_state_part, windows
 
 log = logging.getLogger(__name__)
 
@@ -137,22 +136,16 @@ def train_object_part(
     if stage not in STAGES:
         raise FactoryError(f"unknown object_state stage {stage!r}; expected {', '.join(STAGES)}")
     states = world_states(data)
-    tc = train_cfg or STAGE_TRAIN[stage]
-    part = open_part(stage, data, states, out_dir, config, budget, tc, device=device,
-                     resume=resume, on_progress=on_progress)  # fmt: skip
-    module, st = part.module, part.data
-    if isinstance(module, SpriteRenderer):
-        step_fn = _renderer_step(module, st)
-    elif isinstance(module, StateReader):
-        step_fn = _reader_step(module, st)
-    else:
+    sched = schedule or DynamicsSchedule()
+
+    def step_for(module: nn.Module, st: PartData) -> StepFn:
+        if isinstance(module, SpriteRenderer):
+            return _renderer_step(module, st)
+        if isinstance(module, StateReader):
+            return _reader_step(module, st)
         assert isinstance(module, ObjectDynamics)
-        step_fn = _dynamics_step(module, st, schedule or DynamicsSchedule())
-    return train_part(
-        part.run,
-        part=stage,
-        module=module,
-        config=part.config,
-        step_fn=step_fn,
-        data=data.source,
-    )
+        return _dynamics_step(module, st, sched)
+
+    tc = train_cfg or STAGE_TRAIN[stage]
+    return train_state_part(stage, data, states, out_dir, config, budget, tc, step_for,
+                            device=device, resume=resume, on_progress=on_progress)  # fmt: skip

@@ -2,7 +2,7 @@
 
 Both learn a renderer, a dynamics and a reader from a store's frames, actions and world
 states (agent xy, then the objects'); this module holds the windows they read, the data
-every step function sees and the preamble that opens a part for training.
+every step function sees and the one way a part is opened and trained.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from factory.train.loop import (
     TrainConfig,
     init_part,
     stage_config,
+    train_part,
 )
 
 StepFn = Callable[[LoopState], dict[str, Tensor]]
@@ -59,17 +60,7 @@ class PartData:
     rng: np.random.Generator
 
 
-@dataclass
-class OpenPart:
-    """A part opened for training: its run, config, module and step data."""
-
-    run: StageRun
-    config: Any
-    module: nn.Module
-    data: PartData
-
-
-def open_part(
+def train_state_part(
     stage: str,
     data: EpisodeData,
     states: np.ndarray,
@@ -77,13 +68,15 @@ def open_part(
     config: Any,
     budget: Budget,
     tc: TrainConfig,
+    step_for: Callable[[nn.Module, PartData], StepFn],
     *,
     device: str,
     resume: bool,
     on_progress: ProgressFn | None,
-) -> OpenPart:
-    """The run, config (the directory's, updated for ``stage``), module (fresh or resumed)
-    and :class:`PartData` of one part, split into training episodes by ``tc``."""
+) -> dict[str, float]:
+    """Open part ``stage`` (the directory's config updated for it; the module fresh or
+    resumed), split ``data`` into training episodes by ``tc`` and train it with the step
+    function ``step_for(module, part_data)`` builds; returns the loop's metrics."""
     run = StageRun(out_dir, tc, budget, resume, on_progress, device)
     cfg = stage_config(out_dir, config, stage, resume)
     module = init_part(out_dir, stage, cfg, resume, device)
@@ -92,4 +85,5 @@ def open_part(
         data, states, train_eps, data.frame_indices(train_eps), tc.batch_size, device,
         fresh=not (resume and stage in cfg.parts), rng=np.random.default_rng(tc.seed),
     )  # fmt: skip
-    return OpenPart(run, cfg, module, part)
+    step_fn = step_for(module, part)
+    return train_part(run, part=stage, module=module, config=cfg, step_fn=step_fn, data=data.source)

@@ -13,8 +13,6 @@ episode starts in training).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import numpy as np
 import torch
 from torch import Tensor
@@ -27,14 +25,6 @@ from factory.model.object_set.renderer import SetRenderer
 from factory.model.rollout_base import to_tensor
 from factory.model.state_rollout import StateRollout
 from factory.model.world_model import StepOutput
-
-
-@dataclass
-class ViewsStepOutput(StepOutput):
-    """A :class:`StepOutput` with ``views``: every camera after the main one, each
-    (B, H, W, 3) uint8 like ``frames``."""
-
-    views: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 class ObjectSetModel(StateRollout):
@@ -141,7 +131,7 @@ class ObjectSetModel(StateRollout):
         return torch.cat([s[..., :2], s[:, -1:, 2:].expand(-1, keep, -1)], dim=-1)
 
     @torch.inference_mode()
-    def step(self, actions: np.ndarray | Tensor) -> ViewsStepOutput:
+    def step(self, actions: np.ndarray | Tensor) -> StepOutput:
         """Advance every rollout by one frame. actions: (B, A) float32 applied now."""
         dyn, ren = self._parts()
         if self._states is None or self._prev_action is None:
@@ -155,7 +145,7 @@ class ObjectSetModel(StateRollout):
         frames = {k: v.cpu().numpy() for k, v in ren.render_uint8(nxt).items()}
         s = nxt.cpu().numpy().astype(np.float32)
         main, *others = self.cameras
-        return ViewsStepOutput(
+        return StepOutput(
             frames=frames[main],
             state=s[:, :2],
             task_state=s[:, 2:],
