@@ -6,6 +6,7 @@ factory collect --generator replay --source runs/play.zarr --episodes 5 --out ru
 factory inspect runs/play.zarr --json
 factory demo
 factory demo --out runs/demo --episodes 16
+factory demo --env pile
 """
 
 from __future__ import annotations
@@ -18,6 +19,9 @@ from rich.progress import TaskID
 
 from pipelines.cli_app import app
 from pipelines.console import err_console, print_json, progress, user_errors
+from pipelines.demo import DEMO_ENVS
+
+DEMO_STEPS = ", ".join(f"{name} {env.steps}" for name, env in DEMO_ENVS.items())
 
 
 @app.command()
@@ -123,14 +127,20 @@ def demo(
     out: Annotated[
         Path | None, typer.Option("--out", help="Output folder (default ./demo-<time>).")
     ] = None,
-    model: Annotated[Path | None, typer.Option(help="Model dir (default: shipped).")] = None,
+    model: Annotated[
+        Path | None, typer.Option(help="Model dir (default: the env's shipped one).")
+    ] = None,
+    env: Annotated[str, typer.Option(help=f"World: {' | '.join(DEMO_ENVS)}.")] = "pusht",
     episodes: Annotated[int, typer.Option(help="Episodes to generate.")] = 8,
+    steps: Annotated[
+        int | None, typer.Option(help=f"Steps per episode (default: {DEMO_STEPS}).")
+    ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
 ) -> None:
     """The main job: expert episodes in the shipped model (Ray) -> store -> LeRobot -> video."""
     from pipelines.demo import DemoConfig, run_demo
 
-    cfg = DemoConfig(out=out, model=model, episodes=episodes)
+    cfg = DemoConfig(out=out, model=model, env=env, episodes=episodes, steps=steps)
     with progress() as bar:
         tasks: dict[str, TaskID] = {}
 
@@ -145,7 +155,8 @@ def demo(
         return
     err_console.print(
         f"[bold green]done[/]: {summary['episodes']} episodes ({summary['frames']} frames, "
-        f"{summary['model_successes']} successes in the model) from {summary['model_id']}"
+        f"{summary['model_successes']} successes in the model) from {summary['model_id']} "
+        f"({summary['env']}; cameras {', '.join(summary['cameras'])})"
     )
     for key in ("store", "lerobot", "preview"):
         err_console.print(f"  {key:8s} {summary[key]}")

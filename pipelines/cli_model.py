@@ -65,6 +65,13 @@ def train(
             "for the renderer and reader stages)."
         ),
     ] = None,
+    camera: Annotated[
+        str | None,
+        typer.Option(
+            help="latent_grid: the store camera to train on, one model per camera (top: "
+            "data/image; side: data/image_side). Default: OUT's, else top."
+        ),
+    ] = None,
 ) -> None:
     """Train one stage, or `all` of them (then pack OUT/model), into a model directory."""
     from pipelines.train import TrainRequest, run_train
@@ -89,6 +96,7 @@ def train(
             stability_frames=stability_frames,
             overrides=tuple(set_ or ()),
             kind=kind,
+            camera=camera,
         )
         if recipe is not None:
             all_req = dataclasses.replace(all_req, recipe=recipe)
@@ -111,6 +119,7 @@ def train(
         recipe=recipe,
         overrides=tuple(set_ or ()),
         kind=kind,
+        camera=camera,
     )
     with LazyBar(f"train {stage}") as bar:
 
@@ -133,6 +142,13 @@ def train(
 def eval_fidelity(
     data: Annotated[Path, typer.Option("--data", help="Held-out ground-truth episodes.")],
     model: Annotated[Path | None, typer.Option(help="Model dir (default: shipped).")] = None,
+    side_model: Annotated[
+        Path | None,
+        typer.Option(
+            help="Pile: a latent_grid model of the side camera (train --camera side) to "
+            "replay beside --model, a top-camera one: side IoU and cross-view consistency."
+        ),
+    ] = None,
     episodes: Annotated[int, typer.Option(help="Episodes to replay.")] = 16,
     stability_frames: Annotated[int, typer.Option(help="Closed-loop rollout length.")] = 9000,
     video: Annotated[Path | None, typer.Option(help="Write real | generated mp4 here.")] = None,
@@ -156,6 +172,7 @@ def eval_fidelity(
     req = FidelityRequest(
         data=data,
         model=model,
+        side_model=side_model,
         episodes=episodes,
         video=video,
         stability_frames=stability_frames,

@@ -37,7 +37,7 @@ def train_all(req: TrainAllRequest, json_out: bool) -> None:
         f"train all on {dev}, {total}: "
         + ", ".join(f"{stage} {frac:.0%}" for stage, frac in shares.items())
         + (
-            f"; dynamics recipe {req.recipe}"
+            f"; dynamics recipe {req.recipe}, camera {req.resolved_camera()}"
             if req.resolved_kind() == "latent_grid"
             else f"; kind {req.resolved_kind()}"
         )

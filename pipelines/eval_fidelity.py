@@ -21,7 +21,10 @@ the ground truth and needs no particular episode length.
 
 On a pile store (``--env pile``) the replay is scored with the pile's metrics instead
 (disc-mask IoU per camera, swept-fraction and matched disc-position error, the two views'
-disc count and centroid agreement, hold-still permanence): :func:`pile_fidelity`.
+disc count and centroid agreement, hold-still permanence): :func:`pile_fidelity`. A
+model of the top camera alone (``latent_grid``) gets the side view's and the cross-view
+metrics beside a model of the side camera (``--side-model``, trained with ``--camera
+side``): :mod:`factory.eval.pile_pair`.
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ from factory.eval.pile_fidelity import (
     pile_reconstruction,
     pile_skipped,
 )
+from factory.eval.pile_pair import check_pair, replayer
 from factory.eval.pile_permanence import HoldStillConfig, hold_still_metrics
 from factory.eval.stability import stability_run
 from factory.eval.task_state import reader_real_summary
@@ -71,6 +75,7 @@ class FidelityRequest:
 
     data: Path
     model: Path | None = None
+    side_model: Path | None = None  # pile: a side-camera model replayed beside ``model``
     episodes: int = 16
     context: int | None = None  # default: the model's own context length
     stability_frames: int = 9000
@@ -86,18 +91,31 @@ def run_fidelity(req: FidelityRequest, on_progress: Progress | None = None) -> d
     horizons_skipped when some asked horizon fits no episode, ...; on a pile store the
     pile's, :func:`pile_fidelity`)."""
     _check_request(req)
-    model, model_id = load_model(req.model, resolve_device(req.device))
-    return model_fidelity(model, model_id, req, on_progress)
+    device = resolve_device(req.device)
+    model, model_id = load_model(req.model, device)
+    side = None if req.side_model is None else load_model(req.side_model, device)
+    return model_fidelity(model, model_id, req, on_progress, side)
 
 
 def model_fidelity(
-    model: RolloutModel, model_id: str, req: FidelityRequest, on_progress: Progress | None = None
+    model: RolloutModel,
+    model_id: str,
+    req: FidelityRequest,
+    on_progress: Progress | None = None,
+    side: tuple[RolloutModel, str] | None = None,
 ) -> dict[str, Any]:
-    """:func:`run_fidelity` of a loaded model (``req.model`` and ``req.device`` unused)."""
+    """:func:`run_fidelity` of a loaded model (``req.model``, ``req.side_model`` and
+    ``req.device`` unused), paired on a pile store with the loaded ``side`` (model, id)."""
+    from factory.errors import FactoryError
+
     with EpisodeStore.open(req.data) as store:
         _check_store(req.data, store, model)
         if is_pile_store(store):
-            return pile_fidelity(model, model_id, store, req)
+            return pile_fidelity(model, model_id, store, req, side)
+        if side is not None:
+            raise FactoryError(
+                f"--side-model pairs the cameras of a pile store; {req.data} is not one"
+            )
         context = req.context or model.context
         plan = plan_replay(store, req.episodes, context, req.horizons)
         reference = _reference_frames(store)
@@ -171,15 +189,23 @@ def _reconstruction(model: RolloutModel, plan: ReplayPlan) -> dict[str, float | 
 
 
 def pile_fidelity(
-    model: RolloutModel, model_id: str, store: EpisodeStore, req: FidelityRequest
+    model: RolloutModel,
+    model_id: str,
+    store: EpisodeStore,
+    req: FidelityRequest,
+    side: tuple[RolloutModel, str] | None = None,
 ) -> dict[str, Any]:
     """:func:`run_fidelity` on a pile store: the same replay scored with the pile metrics
     (:mod:`factory.eval.pile_fidelity`; ``pile_skipped`` names any the model cannot be
     scored on, and why), the reader's disc errors on real frames and the hold-still check
     (``hold_still``, :mod:`factory.eval.pile_permanence`; ``--permanence-starts`` starts).
     The closed-loop stability run's statistics are PushT's (T-block mask, block found), so
-    it is not run (``stability_skipped``)."""
+    it is not run (``stability_skipped``). With ``side`` (a side-camera model and its id,
+    ``side_model``) each replay pairs the two (:mod:`factory.eval.pile_pair`); the
+    reconstruction, reader and hold-still numbers stay ``model``'s."""
     check_pile_model(model, store)
+    check_pair(model, None if side is None else side[0], store)
+    replay = replayer(model, None if side is None else side[0], req.seed)
     context = req.context or model.context
     plan = plan_replay(store, req.episodes, context, req.horizons)
     has_state = "state" in store.schema.keys
@@ -188,9 +214,10 @@ def pile_fidelity(
     if has_state and req.permanence_starts:
         cfg = HoldStillConfig(starts=req.permanence_starts, seed=req.seed)
         hold = hold_still_metrics(model, store, context, cfg)
-    replays = [(rs, rollout_replay(model, rs, seed=req.seed)) for rs in plan.groups.values()]
+    replays = [(rs, replay(rs, False)) for rs in plan.groups.values()]
     result: dict[str, Any] = {
         "model": model_id,
+        **({} if side is None else {"side_model": side[1]}),
         "kind": model.kind,
         "world": "pile",
         "data": str(req.data),
@@ -203,7 +230,7 @@ def pile_fidelity(
     if plan.skipped:
         result["horizons_skipped"] = {str(h): why for h, why in plan.skipped.items()}
     if model.starts_from_states and all(rs.state is not None for rs, _ in replays):
-        read = [(rs, rollout_replay(model, rs, req.seed, from_frames=True)) for rs, _ in replays]
+        read = [(rs, replay(rs, True)) for rs, _ in replays]
         result["horizons_read_start"] = pile_horizon_metrics(read, req.horizons)
     if reader is not None:
         result["reader"] = reader

@@ -131,7 +131,13 @@ def render_transfer(r: dict[str, Any], console: Console | None = None) -> None:
         f"in the world {r['real_success']:.0%}, in the world given the model's {given_text}, "
         f"agreement {r['agreement']:.0%}"
     )
-    console.print(
-        f"final block: the model's reading vs the world, median {r['block_err_px_median']:.1f}"
-        f" px and {r['angle_err_deg_median']:.1f} deg"
-    )
+    if "disc_err_px_median" in r:
+        console.print(
+            "final discs: the model's reading vs the world, median "
+            f"{r['disc_err_px_median']:.1f} px per disc (matched)"
+        )
+    else:
+        console.print(
+            "final block: the model's reading vs the world, median "
+            f"{r['block_err_px_median']:.1f} px and {r['angle_err_deg_median']:.1f} deg"
+        )

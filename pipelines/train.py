@@ -15,6 +15,7 @@ Budgets count over resumes: ``--resume`` continues a stage to its total budget.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ from typing import Any
 from factory.device import resolve_device
 from factory.errors import FactoryError, ModelError
 from factory.model import load_part, read_config
+from factory.model.config import MAIN_CAMERA, WorldModelConfig
 from factory.model.registry import get_kind
 from factory.train import Budget, EpisodeData
 from factory.train import object_set as object_set_stages
@@ -55,6 +57,9 @@ class TrainRequest:
     kind: str | None = None
     """Model kind; None: the directory's, else for the renderer/reader stages object_set
     on a disc-set store (pile) and object_state otherwise, else latent_grid."""
+    camera: str | None = None
+    """latent_grid: the store camera to train on; None: the directory's, else the main one
+    (``top``; ``side``: ``data/image_side``)."""
 
     def resolved_kind(self) -> str:
         if self.kind is not None:
@@ -102,6 +107,34 @@ def _config_for_kind(req: TrainRequest, data: EpisodeData, kind: str) -> Any:
     return get_kind(kind).resized(get_kind(kind).default_config(), data.image_shape[:2])
 
 
+def check_camera_kind(camera: str | None, kind: str) -> None:
+    """Refuse a ``--camera`` for a state kind: it renders every camera of the store."""
+    if camera is not None and kind in STATE_KINDS:
+        raise FactoryError(
+            f"--camera picks the one camera of a latent_grid model; the {kind} kind renders "
+            "every camera of the store (for one camera: --kind latent_grid)"
+        )
+
+
+def camera_for(req: TrainRequest, kind: str) -> str:
+    """The camera whose frames the stage trains on: ``--camera``, else the directory's, else
+    the main one. Refuses ``--camera`` for a state kind (:func:`check_camera_kind`) and one
+    the directory's model was not trained on."""
+    check_camera_kind(req.camera, kind)
+    if kind in STATE_KINDS:
+        return MAIN_CAMERA
+    recorded = None
+    if (req.out / "config.json").exists():
+        config = read_config(req.out)
+        recorded = config.camera if isinstance(config, WorldModelConfig) else None
+    if req.camera is not None and recorded is not None and req.camera != recorded:
+        raise FactoryError(
+            f"{req.out} holds a model of the {recorded} camera, not --camera {req.camera}; "
+            "use another --out"
+        )
+    return req.camera or recorded or MAIN_CAMERA
+
+
 def _check_weights(req: TrainRequest, config: Any) -> None:
     """Load the directory's other parts (with ``--resume`` this one too) once on the CPU,
     so missing or unreadable weights are refused before the stage writes anything."""
@@ -132,8 +165,11 @@ def run_train(req: TrainRequest, on_progress: ProgressFn | None = None) -> dict[
     need_task = kind in STATE_KINDS or req.stage in ("probe", "heads")
     if kind == "object_set":
         object_set_stages.check_set_store(req.data)
-    data = load_episode_data(req.data, need_task_state=need_task)
+    camera = camera_for(req, kind)
+    data = load_episode_data(req.data, need_task_state=need_task, camera=camera)
     config = _config_for_kind(req, data, kind)
+    if isinstance(config, WorldModelConfig):
+        config = dataclasses.replace(config, camera=camera)
     _check_weights(req, config)
     opts, tc = None, None
     if kind == "latent_grid" and req.stage == "dynamics":

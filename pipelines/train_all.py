@@ -4,6 +4,8 @@
     factory train all --data data/pusht_play.zarr --out runs/all --minutes 60 --resume
     factory train all --data d.zarr --out runs/gpu --minutes 6 --device cuda \\
         --eval data/pusht_heldout.zarr --json
+    factory train all --kind latent_grid --camera side --data pile_play.zarr --out runs/side \\
+        --minutes 45
 
 Writes the training directory ``OUT`` (every part, caches, ``train_all.json``), the
 packed model ``OUT/model`` and, with ``--eval``, ``OUT/fidelity.json``.
@@ -21,6 +23,7 @@ from typing import Any
 from factory.device import resolve_device
 from factory.errors import FactoryError
 from factory.model import read_config
+from factory.model.config import MAIN_CAMERA
 from factory.model.object_set.config import ObjectSetConfig
 from factory.model.object_state.config import ObjectStateConfig
 from factory.model.pack import pack_model
@@ -37,11 +40,12 @@ from factory.train.all_stages import (
     read_state,
     run_all_stages,
 )
-from factory.train.data import EpisodeData, load_episode_data
+from factory.train.data import EpisodeData, camera_key, load_episode_data
 from factory.train.dynamics import DYNAMICS_TRAIN, DynamicsTrainOptions
 from factory.train.loop import Budget
 from factory.train.model_config import check_fits, default_config
 from factory.train.recipes import DEFAULT_RECIPE, apply_recipe, check_recipe
+from pipelines.train import check_camera_kind
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +72,16 @@ class TrainAllRequest:
     kind: str | None = None
     """Model kind (None: the resumed run's, else ``object_set`` for a pile store, else
     ``latent_grid``)."""
+    camera: str | None = None
+    """latent_grid: the store camera to train on (None: the resumed run's, else the main
+    one, ``top``; ``side``: ``data/image_side``)."""
+
+    def resolved_camera(self) -> str:
+        if self.camera is not None:
+            return self.camera
+        if self.resume and (self.out / STATE_FILE).is_file():
+            return str(read_state(self.out).get("camera", MAIN_CAMERA))
+        return MAIN_CAMERA
 
     def resolved_kind(self) -> str:
         if self.kind is not None:
@@ -111,13 +125,14 @@ def validate(req: TrainAllRequest) -> tuple[Budget, str]:
         if missing or store.n_episodes == 0:
             what = f"no data/{missing[0]} key" if missing else "no episodes"
             raise FactoryError(f"{req.data} has {what}; it cannot train a world model")
-    if req.eval_data is not None:
-        _check_eval_store(req.eval_data)
     if req.eval_episodes <= 0 or req.stability_frames < 0:
         raise FactoryError("--eval-episodes must be positive and --stability-frames >= 0")
     kind = get_kind(req.resolved_kind()).name
     if req.resume and read_state(req.out).get("kind", DEFAULT_KIND) != kind:
         raise FactoryError(f"--resume: {req.out} trains another kind than --kind {kind}")
+    _check_camera(req, kind)
+    if req.eval_data is not None:
+        _check_eval_store(req.eval_data)
     if kind in STATE_KINDS:
         if not has_task_state(req.data):
             raise FactoryError(
@@ -134,6 +149,27 @@ def validate(req: TrainAllRequest) -> tuple[Budget, str]:
     except ValueError as err:
         raise FactoryError(str(err)) from err
     return budget, device
+
+
+def _check_camera(req: TrainAllRequest, kind: str) -> None:
+    """Refuse ``--camera`` for a state kind, one that differs from the resumed run's, and
+    ``--eval`` of a model of a camera other than the main one."""
+    check_camera_kind(req.camera, kind)
+    camera = req.resolved_camera()
+    with EpisodeStore.open(req.data) as store:
+        camera_key(store, camera)
+    if req.resume and req.camera is not None:
+        recorded = str(read_state(req.out).get("camera", MAIN_CAMERA))
+        if recorded != req.camera:
+            raise FactoryError(
+                f"--resume: {req.out} trains on the {recorded} camera, not --camera {req.camera}"
+            )
+    if req.eval_data is not None and camera != MAIN_CAMERA:
+        raise FactoryError(
+            f"--eval scores a {MAIN_CAMERA}-camera model; score this {camera} one beside a "
+            f"{MAIN_CAMERA} one: factory eval fidelity --model TOP_MODEL --side-model "
+            f"{req.out / MODEL_SUBDIR}"
+        )
 
 
 def _check_eval_store(path: Path) -> None:
@@ -179,8 +215,9 @@ def run_train_all(req: TrainAllRequest, on_progress: AllProgressFn | None = None
     """Train every stage, pack ``OUT/model`` and (with ``eval_data``) write
     ``OUT/fidelity.json``; returns the summary (see :func:`summary`)."""
     budget, device = validate(req)
-    data = load_episode_data(req.data)
     kind = req.resolved_kind()
+    camera = MAIN_CAMERA if kind in STATE_KINDS else req.resolved_camera()
+    data = load_episode_data(req.data, camera=camera)
     if kind in STATE_KINDS:
         config: Any = (
             _object_state_config(req, data) if kind == "object_state" else _set_config(req, data)
@@ -193,7 +230,7 @@ def run_train_all(req: TrainAllRequest, on_progress: AllProgressFn | None = None
         config = read_config(req.out)
         check_fits(config, data)
     else:
-        config = default_config(data)
+        config = dataclasses.replace(default_config(data), camera=camera)
     overrides = req.overrides
     if data.task_state is not None and not any("dynamics.task_dim" in o for o in overrides):
         # the dynamics reads the task state too (a task head), when the data has it

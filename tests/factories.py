@@ -62,10 +62,13 @@ def tiny_world_model(context: int = 3, seed: int = 0, action_dim: int = 2) -> Wo
     return WorldModel(cfg, ae, dyn, StateProbe(cfg.probe)).eval()
 
 
-def write_tiny_model_dir(path: Path, context: int = 3, action_dim: int = 2) -> Path:
-    """Save a tiny model's three parts into ``path`` (a loadable model directory)."""
+def write_tiny_model_dir(
+    path: Path, context: int = 3, action_dim: int = 2, camera: str = "top"
+) -> Path:
+    """Save a tiny model's three parts into ``path`` (a loadable model directory), a model
+    of the store camera ``camera``."""
     wm = tiny_world_model(context, action_dim=action_dim)
-    cfg = wm.config
+    cfg = dataclasses.replace(wm.config, camera=camera)
     parts = {"autoencoder": wm.autoencoder, "dynamics": wm.dynamics, "probe": wm.probe}
     for name, module in parts.items():
         assert module is not None

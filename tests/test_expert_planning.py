@@ -307,3 +307,37 @@ def test_warm_strokes_leaves_no_stroke_set_for_the_plans_to_simulate(
             obs = world.step(np.asarray(expert.act(obs.item(0)), np.float32)[None])
     world.close()
     assert len(made) == warmed  # no plan simulated a set of its own
+
+
+def _world_frame_ring(pose: np.ndarray, inflate: float) -> np.ndarray:
+    """The router's ring built in board coordinates, as it was before the body frame."""
+    import shapely
+
+    obstacle = geo.t_polygon(pose).buffer(inflate, quad_segs=4)
+    hull = shapely.convex_hull(obstacle).buffer(3.0, quad_segs=2)
+    return np.clip(np.asarray(hull.exterior.coords)[:-1], 2.0, 510.0)
+
+
+def test_body_frame_router_is_the_board_frame_router_moved() -> None:
+    """The ring built once in the body frame and moved to a pose is the ring built at the
+    pose (up to a cyclic shift and rounding), near walls too; and its segment tests agree
+    with shapely's on the inflated T at that pose."""
+    import shapely
+
+    rng = np.random.default_rng(11)
+    for k in range(40):
+        lo, hi = (20.0, 490.0) if k % 2 else (90.0, 420.0)
+        pose = np.array([*rng.uniform(lo, hi, 2), rng.uniform(-np.pi, np.pi)])
+        router, want = Router(pose, R + 6.0), _world_frame_ring(pose, R + 6.0)
+        assert len(router.ring) == len(want)
+        shift = int(np.argmin(np.linalg.norm(want - router.ring[0], axis=1)))
+        np.testing.assert_allclose(np.roll(want, -shift, axis=0), router.ring, atol=1e-6)
+        obstacle = geo.t_polygon(pose).buffer(R + 6.0, quad_segs=4)
+        a, b = rng.uniform(0.0, 512.0, (200, 2)), rng.uniform(0.0, 512.0, (200, 2))
+        truth = ~shapely.intersects(obstacle, shapely.linestrings(np.stack([a, b], axis=1)))
+        assert np.array_equal(router.clear_many(a, b), truth)
+        ring = router.ring
+        segs = np.stack([np.repeat(ring, len(ring), 0), np.tile(ring, (len(ring), 1))], axis=1)
+        sight = ~shapely.intersects(obstacle, shapely.linestrings(segs)).reshape(len(ring), -1)
+        mismatch = np.sum(np.stack([router.ring_sight(i) for i in range(len(ring))]) != sight)
+        assert mismatch == 0

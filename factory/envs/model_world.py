@@ -27,6 +27,19 @@ from factory.model.registry import world_of
 from factory.world import World, WorldObs, WorldSpec
 
 
+def check_main_camera(model_cameras: tuple[str, ...], world_cameras: tuple[str, ...]) -> None:
+    """Refuse (:class:`FactoryError`) a model whose first camera is not the world's main
+    one: a model world starts from and shows the main camera, so a model of another one
+    (a latent_grid ``side`` model) would be started from frames it never saw."""
+    main = world_cameras[0] if world_cameras else None
+    if model_cameras and model_cameras[0] != main:
+        raise FactoryError(
+            f"the model renders the {model_cameras[0]!r} camera only, but a world model "
+            f"world starts from and shows the {main or 'main'} camera; use a model of that "
+            "camera (a side-camera model is scored with `eval fidelity --side-model`)"
+        )
+
+
 class ModelWorld:
     """A batch of ``batch_size`` rollouts of ``model``, behind the ``World`` interface.
 
@@ -55,6 +68,7 @@ class ModelWorld:
         self.renderer = renderer or make_world(world, batch_size=batch_size, resolution=height)
         base = self.renderer.spec
         model.check_compatible(action_dim=base.action_dim, image_shape=base.image_shape)
+        check_main_camera(tuple(model.cameras), base.cameras)
         self.model = model
         self.batch_size = batch_size
         # a model names the cameras it renders; one that does not renders the main camera

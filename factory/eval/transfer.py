@@ -13,6 +13,11 @@ and ``task_state[T-1]`` (the model's own reading of the block, the probe's) is c
 the real block after the same ``T-1`` actions. Success is sticky, as the engine records it:
 the model's ``meta.success`` is whether any step's reading covered the goal; the real one
 is whether the env reported success after any of the ``T`` replayed actions.
+
+The final readings are compared by the world's own measure (:func:`final_errors`): PushT's
+block position (px) and angle (deg) errors; the pile's mean disc distance (px) under the
+matching of least total distance (discs are unordered). A pile episode (``world``
+``pile-model``) is replayed in the pile env, from its seed, by the same runner.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ import numpy as np
 from factory.envs import make_world
 from factory.errors import FactoryError
 from factory.eval import metrics as m
+from factory.eval.pile_metrics import disc_position_error
 from factory.generators import make_generator
 from factory.record.runner import EpisodeRunner, EpisodeSpec
 from factory.store import Episode, EpisodeStore
@@ -37,12 +43,21 @@ from factory.world import World, WorldObs
 log = logging.getLogger(__name__)
 
 RESET_TOL = 1e-3  # board px / rad: a seeded reset must land within this of initial_config
+ANGLE_LAST = frozenset({"pusht"})
+"""Worlds whose configs end in an angle (rad), wrapped when configs are compared."""
+ERROR_KEYS: dict[str, tuple[str, ...]] = {
+    "pusht": ("block_err_px", "angle_err_deg"),
+    "pile": ("disc_err_px",),
+}
+"""World -> the final-reading errors of its rows (:func:`final_errors`), each summarised
+as ``<key>_median``."""
 
 
 @dataclass(frozen=True)
 class TransferEpisode:
-    """One generated episode to replay: actions (T, A) float32, model_pose (3,) the
-    model's block reading at the last frame, initial_config (C,) the recorded reset."""
+    """One generated episode to replay: actions (T, A) float32, model_pose (K,) the
+    model's task-state reading at the last frame (PushT: the block pose; pile: every
+    disc's x, y), initial_config (C,) the recorded reset."""
 
     index: int
     seed: int | None
@@ -55,7 +70,8 @@ class TransferEpisode:
 
 
 def world_of(meta_extra: dict[str, Any]) -> str:
-    """The ground-truth env an episode was generated against (``pusht-model`` -> ``pusht``)."""
+    """The ground-truth env an episode was generated against (``pusht-model`` -> ``pusht``,
+    ``pile-model`` -> ``pile``)."""
     return str(meta_extra.get("world", "pusht")).removesuffix("-model")
 
 
@@ -113,13 +129,28 @@ def _config_of(obs: WorldObs) -> np.ndarray:
     return np.concatenate([obs.state[0], obs.task_state[0]]).astype(np.float64)
 
 
-def _config_err(a: np.ndarray, b: np.ndarray) -> float:
-    """Max abs difference of two configs (C,), the last entry (an angle) wrapped."""
+def _config_err(a: np.ndarray, b: np.ndarray, env: str) -> float:
+    """Max abs difference of two configs (C,) of ``env``, the last entry wrapped where it
+    is an angle (:data:`ANGLE_LAST`)."""
     if a.shape != b.shape:
         return float("inf")
     diff = np.abs(a - b)
-    diff[-1] = np.abs(np.angle(np.exp(1j * (a[-1] - b[-1]))))
+    if env in ANGLE_LAST:
+        diff[-1] = np.abs(np.angle(np.exp(1j * (a[-1] - b[-1]))))
     return float(diff.max())
+
+
+def final_errors(env: str, model: np.ndarray, real: np.ndarray) -> dict[str, float]:
+    """The model's final task-state reading (K,) against the real one (K,), by ``env``'s
+    measure (keys :data:`ERROR_KEYS`): PushT the block's position error (board px) and
+    wrapped angle error (deg); the pile the mean distance (board px) of the model's discs
+    to the real ones, matched by least total distance."""
+    if env == "pile":
+        return {"disc_err_px": float(disc_position_error(model, real))}
+    return {
+        "block_err_px": float(m.position_error(model[:2], real[:2])),
+        "angle_err_deg": float(m.angle_error_deg(model[2], real[2])),
+    }
 
 
 def reset_like(world: World, target: TransferEpisode) -> tuple[WorldObs, str, float]:
@@ -132,14 +163,14 @@ def reset_like(world: World, target: TransferEpisode) -> tuple[WorldObs, str, fl
     want = target.initial_config
     if target.initial == "seed":
         obs = world.reset(seeds=np.array([int(target.seed or 0)]))
-        err = _config_err(_config_of(obs), want)
+        err = _config_err(_config_of(obs), want, target.env)
         if err <= RESET_TOL:
             return obs, "seed", err
         log.warning(
             "episode %d: seed %s resets %.3g away; using the config", target.index, target.seed, err
         )
     obs = world.reset(configs=want[None])
-    return obs, "config", _config_err(_config_of(obs), want)
+    return obs, "config", _config_err(_config_of(obs), want, target.env)
 
 
 def replay(world: World, target: TransferEpisode) -> dict[str, Any]:
@@ -151,8 +182,6 @@ def replay(world: World, target: TransferEpisode) -> dict[str, Any]:
     policy = make_generator("replay", actions=target.actions, config=target.initial_config)
     (ep,) = EpisodeRunner(world, source="real").run([policy], [spec])
     real_pose = ep.data["task_state"][-1].astype(np.float64)  # frame T-1: after T-1 actions
-    pos_err = float(m.position_error(target.model_pose[:2], real_pose[:2]))
-    ang_err = float(m.angle_error_deg(target.model_pose[2], real_pose[2]))
     return {
         "index": target.index,
         "seed": target.seed,
@@ -164,23 +193,27 @@ def replay(world: World, target: TransferEpisode) -> dict[str, Any]:
         "real_final_score": float(ep.meta.score or 0.0),
         "model_pose": target.model_pose.tolist(),
         "real_pose": real_pose.tolist(),
-        "block_err_px": pos_err,
-        "angle_err_deg": ang_err,
+        **final_errors(target.env, target.model_pose, real_pose),
     }
 
 
 def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Rates and medians over per-episode rows (see the module docstring)."""
+    """Rates and medians over per-episode rows (see the module docstring); the median of
+    each final-reading error (:data:`ERROR_KEYS`) that every row has."""
     model = np.array([r["model_success"] for r in rows], bool)
     real = np.array([r["real_success"] for r in rows], bool)
+    errors = dict.fromkeys(k for keys in ERROR_KEYS.values() for k in keys)
     return {
         "episodes": len(rows),
         "model_success": float(model.mean()),
         "real_success": float(real.mean()),
         "real_success_given_model_success": float(real[model].mean()) if model.any() else None,
         "agreement": float((model == real).mean()),
-        "block_err_px_median": float(np.median([r["block_err_px"] for r in rows])),
-        "angle_err_deg_median": float(np.median([r["angle_err_deg"] for r in rows])),
+        **{
+            f"{k}_median": float(np.median([r[k] for r in rows]))
+            for k in errors
+            if all(k in r for r in rows)
+        },
         "reset_err_max": float(max(r["reset_err"] for r in rows)),
         "reset_by_config": sum(r["reset"] == "config" for r in rows),
     }

@@ -17,11 +17,12 @@ from typing import Any
 import numpy as np
 
 from factory.envs import make_world
+from factory.envs.model_world import check_main_camera
 from factory.envs.pusht import pusht_spec
 from factory.errors import FactoryError
 from factory.gen.jobs import GenJob
 from factory.gen.perturb import perturb_actions
-from factory.generators import EXPERTS, GENERATORS, check_generator_world
+from factory.generators import EXPERTS, GENERATOR_WORLDS, GENERATORS, check_generator_world
 from factory.model import read_config
 from factory.model.files import model_dir_or_default, model_identity
 from factory.model.registry import kind_of, world_of
@@ -128,10 +129,17 @@ def _generator_action_dim(cfg: GenerateConfig, resolution: int) -> int:
     return pusht_spec(resolution).action_dim
 
 
+def _generator_world(name: str) -> str:
+    """The world whose shipped model a generator runs in without ``--model``: the one
+    world it is written for, else PushT."""
+    worlds = GENERATOR_WORLDS.get(name, ())
+    return worlds[0] if len(worlds) == 1 else "pusht"
+
+
 def plan_generate(cfg: GenerateConfig) -> GeneratePlan:
     """Validate everything and open an existing output store, before any work starts."""
     _check_numbers(cfg)
-    model_dir = model_dir_or_default(cfg.model)
+    model_dir = model_dir_or_default(cfg.model, _generator_world(cfg.generator))
     mcfg = read_config(model_dir)
     missing = kind_of(mcfg).missing_for_rollout(mcfg)
     if missing:
@@ -167,7 +175,9 @@ def model_world_spec(model_config: Any, resolution: int) -> WorldSpec:
         gt = make_world(world, batch_size=1, resolution=resolution)
         spec = gt.spec
         gt.close()
-    return replace(spec, cameras=tuple(getattr(model_config, "cameras", ())))
+    cameras = tuple(model_config.cameras)
+    check_main_camera(cameras, spec.cameras)
+    return replace(spec, cameras=cameras)
 
 
 def plan_jobs(

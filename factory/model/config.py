@@ -213,9 +213,18 @@ class ProbeConfig:
     position_scale: float = 512.0
 
 
+MAIN_CAMERA = "top"
+"""The name a latent_grid config gives the store's main camera (``data/image``: PushT's
+only camera, pile's top one)."""
+
+
 @dataclass(frozen=True)
 class WorldModelConfig:
-    """The whole model: per-part configs and which parts a model directory holds."""
+    """The whole model: per-part configs and which parts a model directory holds.
+
+    ``camera``: the store camera whose frames the model was trained on and renders:
+    :data:`MAIN_CAMERA` (``data/image``; what every config written before the field
+    meant) or another one (``side``: ``data/image_side``)."""
 
     autoencoder: AutoencoderConfig = field(default_factory=AutoencoderConfig)
     dynamics: DynamicsConfig = field(default_factory=DynamicsConfig)
@@ -225,6 +234,13 @@ class WorldModelConfig:
     fps: float = 10.0
     name: str = ""
     kind: str = "latent_grid"
+    camera: str = MAIN_CAMERA
+
+    @property
+    def cameras(self) -> tuple[str, ...]:
+        """``()`` for a model of the store's main camera (it names none); ``(camera,)``
+        for one trained on another camera (e.g. pile's ``side``): its frames are that view."""
+        return () if self.camera == MAIN_CAMERA else (self.camera,)
 
     @property
     def image_shape(self) -> tuple[int, int, int]:

@@ -21,8 +21,12 @@ from factory.model.checkpoint import CONFIG_FILE, PROVENANCE_FILE, load_model_di
 if TYPE_CHECKING:
     from factory.model.protocol import RolloutModel
 
-DEFAULT_MODEL = Path(__file__).resolve().parents[2] / "models" / "pusht"
+MODELS_DIR = Path(__file__).resolve().parents[2] / "models"
+"""Where the shipped models live: one directory per ground-truth world."""
+DEFAULT_MODEL = MODELS_DIR / "pusht"
 """The shipped PushT world model, used whenever ``--model`` is omitted."""
+SHIPPED_MODELS: dict[str, Path] = {"pusht": DEFAULT_MODEL, "pile": MODELS_DIR / "pile"}
+"""World name -> its shipped model's directory (``models/<world>``), which may be absent."""
 
 
 TRAINING_STATE_SUFFIXES = (".optim.safetensors", ".state.json", ".partial")
@@ -43,13 +47,31 @@ def part_file(part: str) -> str:
     return f"{part}.safetensors"
 
 
-def model_dir_or_default(path: Path | None) -> Path:
-    """``path``, or the shipped model; a missing shipped model says how to get one."""
-    model_dir = path or DEFAULT_MODEL
-    if path is None and not (model_dir / CONFIG_FILE).exists():
+def shipped_model(world: str = "pusht") -> Path:
+    """The directory of ``world``'s shipped model (it may not exist: see
+    :func:`model_dir_or_default`); an unknown world raises :class:`ModelError`."""
+    try:
+        return SHIPPED_MODELS[world]
+    except KeyError:
         raise ModelError(
-            f"no shipped model at {model_dir}; train one (docs/MODEL_CARD.md) or pass --model"
-        )
+            f"no shipped model for world {world!r}; shipped: {', '.join(sorted(SHIPPED_MODELS))}"
+        ) from None
+
+
+def model_dir_or_default(path: Path | None, world: str = "pusht") -> Path:
+    """``path``, or ``world``'s shipped model; a missing shipped model says how to get one."""
+    if path is not None:
+        return path
+    model_dir = shipped_model(world)
+    if not (model_dir / CONFIG_FILE).exists():
+        if world == "pusht":
+            how = "train one (docs/MODEL_CARD.md) or pass --model"
+        else:
+            how = (
+                f"pass --model DIR/model (made by `factory train all --data <a {world} store> "
+                f"--out DIR`), or put a {world} model there"
+            )
+        raise ModelError(f"no shipped {world} model at {model_dir}; {how}")
     return model_dir
 
 

@@ -81,6 +81,12 @@ class WorldModel(RolloutBase):
         return "latent_grid"
 
     @property
+    def cameras(self) -> tuple[str, ...]:
+        """``()`` for a model of the store's main camera; ``(camera,)`` for one trained on
+        another camera (``config.camera``, e.g. pile's ``side``): its frames are that view."""
+        return self.config.cameras
+
+    @property
     def context(self) -> int:
         """Context frames the dynamics reads (its window K)."""
         return int(self.config.dynamics.context)

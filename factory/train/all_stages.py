@@ -369,6 +369,8 @@ def run_all_stages(
     record = _open_run(out_dir) if resume else _new_run(out_dir, data, total, device, cfg)
     state = record.state
     state["kind"] = config.kind
+    if config.kind == "latent_grid":  # the camera its frames are (a resume must match it)
+        state["camera"] = config.camera
     stages = stages_for(config, data.task_state is not None)
     if is_cuda(device):
         data = dataclasses.replace(data, frames=hold_frames(data.frames, device, cfg.accel))

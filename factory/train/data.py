@@ -13,6 +13,8 @@ from pathlib import Path
 import numpy as np
 
 from factory.errors import FactoryError
+from factory.model.config import MAIN_CAMERA
+from factory.record.output import view_key
 from factory.store import EpisodeStore
 
 log = logging.getLogger(__name__)
@@ -155,12 +157,34 @@ def _ground_truth_labels(store: EpisodeStore, required: bool) -> bool:
     return False
 
 
-def load_episode_data(path: Path, need_task_state: bool = False) -> EpisodeData:
-    """The whole store in RAM as :class:`EpisodeData` (images, actions, state, task_state)."""
+def camera_key(store: EpisodeStore, camera: str) -> str:
+    """The store key of ``camera``'s frames: ``image`` for the main camera
+    (:data:`~factory.model.config.MAIN_CAMERA`, or the first of the store's ``cameras``),
+    else ``image_<camera>``; FactoryError where the store has no such camera."""
+    named = [str(c) for c in store.attrs.get("cameras", [])]
+    if camera == MAIN_CAMERA or (named and camera == named[0]):
+        return "image"
+    if view_key(camera) in store.schema.keys:
+        return view_key(camera)
+    main = named[0] if named else MAIN_CAMERA
+    others = [k.removeprefix("image_") for k in store.schema.keys if k.startswith("image_")]
+    raise FactoryError(
+        f"{store.path} has no camera {camera!r} (no data/{view_key(camera)}); its cameras: "
+        + ", ".join([main, *others])
+    )
+
+
+def load_episode_data(
+    path: Path, need_task_state: bool = False, camera: str = MAIN_CAMERA
+) -> EpisodeData:
+    """The whole store in RAM as :class:`EpisodeData` (images, actions, state, task_state);
+    ``frames`` are ``camera``'s (:func:`camera_key`: the main one's ``data/image`` by
+    default)."""
     with EpisodeStore.open(path, mode="r") as store:
         keys = store.schema.keys
         if "image" not in keys:
             raise FactoryError(f"{path} has no data/image key; the world model trains on frames")
+        frames_key = camera_key(store, camera)
         for key in ("action", "state"):
             if key not in keys:
                 raise FactoryError(f"{path} has no data/{key} key; it cannot train a world model")
@@ -169,11 +193,11 @@ def load_episode_data(path: Path, need_task_state: bool = False) -> EpisodeData:
         if store.n_episodes == 0:
             raise FactoryError(f"{path} holds no episodes")
         labelled = "task_state" in keys and _ground_truth_labels(store, need_task_state)
-        wanted = ["image", "action", "state"] + (["task_state"] if labelled else [])
+        wanted = [frames_key, "action", "state"] + (["task_state"] if labelled else [])
         arrays = store.load(wanted)
         ends = np.asarray(store.episode_ends)
     return EpisodeData(
-        frames=arrays["image"],
+        frames=arrays[frames_key],
         actions=arrays["action"].astype(np.float32),
         state=arrays["state"].astype(np.float32),
         episode_ends=ends,

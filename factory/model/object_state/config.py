@@ -79,6 +79,11 @@ class ObjectStateConfig:
     kind: str = KIND
 
     @property
+    def cameras(self) -> tuple[str, ...]:
+        """PushT's one camera, unnamed (``()``: the main camera only)."""
+        return ()
+
+    @property
     def image_shape(self) -> tuple[int, int, int]:
         h, w = self.renderer.image_size
         return (h, w, 3)
