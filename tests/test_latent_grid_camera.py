@@ -29,6 +29,7 @@ from factory.eval.fidelity import plan_replay
 from factory.eval.pile_pair import pair_replay
 from factory.model import WorldModel, WorldModelConfig, read_config
 from factory.model.files import load_model
+from factory.model.registry import world_of
 from factory.model.world_model import StepOutput
 from factory.store import EpisodeStore
 from factory.train import all_stages
@@ -123,6 +124,7 @@ def test_a_stage_on_the_side_camera_reads_image_side(
     assert len(seen) == 1 and np.array_equal(seen[0], _frames(store, "image_side"))
     config = read_config(out)
     assert isinstance(config, WorldModelConfig) and config.camera == "side"
+    assert config.world == "pile" and world_of(config) == "pile"  # the store's env
     assert WorldModel(config).cameras == ("side",)
     assert camera_for(TrainRequest(stage="dynamics", data=store, out=out), "latent_grid") == "side"
     again = _train(*base, "--camera", "top", "--steps", "2", "--resume")
@@ -155,9 +157,10 @@ def test_eval_after_training_a_side_model_is_refused(tmp_path: Path, store: Path
 def test_an_old_config_is_a_model_of_the_main_camera() -> None:
     """A config written before the field loads as the main camera (one unnamed camera)."""
     old = tiny_config().to_dict()
-    del old["camera"]
+    del old["camera"], old["world"]
     config = WorldModelConfig.from_dict(old)
     assert config.camera == "top" and WorldModel(config).cameras == ()
+    assert config.world == "pusht"  # every config before the field was PushT's
     side = WorldModelConfig.from_json(dataclasses.replace(config, camera="side").to_json())
     assert side.camera == "side" and WorldModel(side).cameras == ("side",)
 

@@ -2,11 +2,14 @@
 
 From ``starts`` real windows where the pusher is clear of every disc and the discs are at
 rest, the model rolls ``steps`` steps with the agent commanded to stay where it is (the
-action is its position at the start frame, so the open-loop replay is the ``hold_still``
-generator's). The ground truth leaves every disc exactly where it was: an unpushed disc is
-stopped (:mod:`factory.envs.pile_sim`). The report compares the generated frames with the
-start frame (disc-mask IoU per camera the model renders) and the model's own disc reading
-at every step with its reading at the start: the largest displacement of any disc and
+action is its position at the start frame): ``hold_still`` episodes generated from the
+windows by the generation engine (:class:`factory.gen.RolloutEngine`, so through the one
+episode runner), with the PushT permanence check's
+:func:`factory.eval.permanence.hold_still_episodes`. The ground truth leaves every disc
+exactly where it was: an unpushed disc is stopped (:mod:`factory.envs.pile_sim`). The
+report compares the generated frames with the start frame (disc-mask IoU per camera the
+model renders) and the model's own disc reading at every step (the episodes'
+``task_state``) with its reading at the start: the largest displacement of any disc and
 whether any moved more than ``tol_px`` (:func:`factory.eval.pile_metrics.hold_still_drift`).
 
 Shapes: ``N`` starts, ``K`` context frames, ``T`` steps, ``H, W`` image size, ``D = 2 n``
@@ -23,6 +26,7 @@ import numpy as np
 
 from factory.eval import metrics as m
 from factory.eval import pile_metrics as pm
+from factory.eval.permanence import PermanenceStarts, hold_still_episodes
 from factory.eval.pile_fidelity import disc_state_problem
 from factory.model.protocol import RolloutModel
 from factory.store import EpisodeStore
@@ -60,17 +64,16 @@ def still_windows(
 
 
 @dataclass(frozen=True)
-class HoldStarts:
-    """Chosen starts: frames (N, K, H, W, 3) uint8 (the last is the start frame), side
-    (N, H, W, 3) the start's side frame or None, actions (N, K-1, A), agent (N, 2) the
-    agent at the start frame (the held target), states (N, K, 2 + D), where (N, 2)."""
+class HoldStarts(PermanenceStarts):
+    """Chosen starts, :class:`~factory.eval.permanence.PermanenceStarts` (frames
+    (N, K, H, W, 3) uint8, the last the start frame; actions (N, K-1, A); agent (N, 2) the
+    agent at the start frame, the held target; where (N, 2)) with the world states always
+    known and the side camera's start frame where the store has it."""
 
-    frames: np.ndarray
-    side: np.ndarray | None
-    actions: np.ndarray
-    agent: np.ndarray
     states: np.ndarray
-    where: np.ndarray
+    """(N, K, 2 + D) the context frames' world states (agent xy, then every disc's xy)."""
+    side: np.ndarray | None = None
+    """(N, H, W, 3) uint8 the start's side frame, or None."""
 
 
 def choose_hold_starts(
@@ -102,7 +105,9 @@ def choose_hold_starts(
 
 
 def run_hold_still(model: RolloutModel, starts: HoldStarts, cfg: HoldStillConfig) -> dict[str, Any]:
-    """Roll every start ``cfg.steps`` steps with the agent held at its start position.
+    """Roll every start ``cfg.steps`` steps with the agent held at its start position
+    (:func:`~factory.eval.permanence.hold_still_episodes`: the recorded frame ``h``
+    follows ``h`` held steps).
 
     Keys: ``starts``, ``steps``, ``tol_px``, ``disc_iou_top_<h>`` (mean disc-mask IoU of
     step h against the start frame; ``_min`` at the last step), ``disc_iou_side_<h>``
@@ -114,37 +119,33 @@ def run_hold_still(model: RolloutModel, starts: HoldStarts, cfg: HoldStillConfig
     ``where`` ([episode, frame] of each start); ``drift_skipped`` instead of the drift
     keys when the model's disc state is not the store's width.
     """
-    model.start(starts.frames, starts.actions, seed=cfg.seed, states=starts.states)
-    _, task0 = model.last_reading()
-    held = np.repeat(starts.agent[:, None], cfg.steps, axis=1)
-    steps = model.step_many(held)
-    result: dict[str, Any] = {
-        "starts": len(starts.frames),
-        "steps": cfg.steps,
-        "tol_px": cfg.tol_px,
-    }
-    result.update(_hold_ious(steps, starts, cfg))
-    problem = disc_state_problem(np.asarray(task0).shape[-1], starts.states.shape[-1] - 2)
+    episodes = hold_still_episodes(
+        model,
+        starts.frames,
+        starts.actions,
+        starts.agent,
+        starts.states,
+        steps=cfg.steps,
+        seed=cfg.seed,
+    )
+    data = [ep.data for ep in episodes]
+    result: dict[str, Any] = {"starts": len(data), "steps": cfg.steps, "tol_px": cfg.tol_px}
+    result.update(_hold_ious(data, starts, cfg))
+    path = np.stack([d["task_state"][: cfg.steps + 1] for d in data])  # (N, T+1, D)
+    problem = disc_state_problem(path.shape[-1], starts.states.shape[-1] - 2)
     if problem is not None:
         result["drift_skipped"] = problem
     else:
-        result.update(_hold_drift(model, steps, np.asarray(task0), cfg.tol_px))
-    agent = np.asarray(steps[-1].state)[:, :2]
+        result.update(_hold_drift(path, cfg.tol_px))
+    agent = np.stack([d["state"][cfg.steps, :2] for d in data])
     result["agent_drift_px"] = float(np.median(m.position_error(agent, starts.agent)))
     result["where"] = starts.where.tolist()
     return result
 
 
-def _hold_drift(
-    model: RolloutModel, steps: Sequence[Any], start: np.ndarray, tol_px: float
-) -> dict[str, Any]:
-    """The drift keys of :func:`run_hold_still` from the start reading (N, D) and the
-    steps' own disc readings (the model's frame reader where a step carries none)."""
-    reads = [
-        np.asarray(s.task_state) if s.task_state is not None else model.read_frames(s.frames)[1]
-        for s in steps
-    ]
-    path = np.concatenate([start[:, None], np.stack(reads, axis=1)], axis=1)  # (N, T+1, D)
+def _hold_drift(path: np.ndarray, tol_px: float) -> dict[str, Any]:
+    """The drift keys of :func:`run_hold_still` from the model's disc readings (N, T+1, D),
+    the start's first."""
     drift = [pm.hold_still_drift(p, tol_px) for p in path]
     largest = np.array([d for d, _ in drift])
     return {
@@ -155,17 +156,19 @@ def _hold_drift(
     }
 
 
-def _hold_ious(steps: Sequence[Any], starts: HoldStarts, cfg: HoldStillConfig) -> dict[str, float]:
-    """Disc-mask IoU of the held steps' frames against the start frame, per camera."""
+def _hold_ious(
+    data: Sequence[dict[str, np.ndarray]], starts: HoldStarts, cfg: HoldStillConfig
+) -> dict[str, float]:
+    """Disc-mask IoU of the episodes' frames after h held steps (``data[...][h]``) against
+    the start frame, per camera (the side one where every episode has it)."""
     out: dict[str, float] = {}
     horizons = sorted({h for h in cfg.horizons if 1 <= h <= cfg.steps} | {cfg.steps})
-    side_steps = all("side" in s.views for s in steps)
-    cams = [("top", starts.frames[:, -1], lambda s: s.frames)]
-    if side_steps and starts.side is not None:
-        cams.append(("side", starts.side, lambda s: s.views["side"]))
-    for cam, start, get in cams:
+    cams = [("top", starts.frames[:, -1], "image")]
+    if starts.side is not None and all("image_side" in d for d in data):
+        cams.append(("side", starts.side, "image_side"))
+    for cam, start, key in cams:
         for h in horizons:
-            iou = pm.disc_iou(np.asarray(get(steps[h - 1])), start, cam)
+            iou = pm.disc_iou(np.stack([d[key][h] for d in data]), start, cam)
             out[f"disc_iou_{cam}_{h}"] = float(iou.mean())
             if h == cfg.steps:
                 out[f"disc_iou_{cam}_{h}_min"] = float(iou.min())

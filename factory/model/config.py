@@ -224,7 +224,9 @@ class WorldModelConfig:
 
     ``camera``: the store camera whose frames the model was trained on and renders:
     :data:`MAIN_CAMERA` (``data/image``; what every config written before the field
-    meant) or another one (``side``: ``data/image_side``)."""
+    meant) or another one (``side``: ``data/image_side``). ``world``: the ground-truth
+    world of its training data (the store's ``env``; every config written before the field
+    was PushT's)."""
 
     autoencoder: AutoencoderConfig = field(default_factory=AutoencoderConfig)
     dynamics: DynamicsConfig = field(default_factory=DynamicsConfig)
@@ -235,6 +237,7 @@ class WorldModelConfig:
     name: str = ""
     kind: str = "latent_grid"
     camera: str = MAIN_CAMERA
+    world: str = "pusht"
 
     @property
     def cameras(self) -> tuple[str, ...]:

@@ -32,6 +32,8 @@ class EpisodeData:
     episode_ends: np.ndarray
     task_state: np.ndarray | None = None
     source: str | None = None
+    world: str | None = None
+    """The ground-truth world the store was recorded in (its ``env``, ``-model`` stripped)."""
 
     def __post_init__(self) -> None:
         n = len(self.frames)
@@ -196,6 +198,7 @@ def load_episode_data(
         wanted = [frames_key, "action", "state"] + (["task_state"] if labelled else [])
         arrays = store.load(wanted)
         ends = np.asarray(store.episode_ends)
+        env = store.attrs.get("env")
     return EpisodeData(
         frames=arrays[frames_key],
         actions=arrays["action"].astype(np.float32),
@@ -203,4 +206,5 @@ def load_episode_data(
         episode_ends=ends,
         task_state=arrays.get("task_state"),
         source=str(path),
+        world=None if env is None else str(env).removesuffix("-model"),
     )

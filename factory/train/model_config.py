@@ -11,7 +11,8 @@ from factory.train.data import EpisodeData
 
 
 def default_config(data: EpisodeData) -> WorldModelConfig:
-    """The default model config, sized to the data's frames, actions and robot state."""
+    """The default model config, sized to the data's frames, actions and robot state, of
+    the data's world (PushT where the data names none)."""
     h, w = data.image_shape[:2]
     base = WorldModelConfig()
     ae = dataclasses.replace(base.autoencoder, image_size=(h, w))
@@ -23,7 +24,10 @@ def default_config(data: EpisodeData) -> WorldModelConfig:
         state_dim=int(data.state.shape[1]),
     )
     probe = dataclasses.replace(base.probe, image_size=(h, w))
-    return dataclasses.replace(base, autoencoder=ae, dynamics=dyn, probe=probe, fps=base.fps)
+    world = data.world or base.world
+    return dataclasses.replace(
+        base, autoencoder=ae, dynamics=dyn, probe=probe, fps=base.fps, world=world
+    )
 
 
 def check_fits(config: WorldModelConfig, data: EpisodeData) -> None:
