@@ -43,7 +43,7 @@ from factory.train.all_stages import (
 from factory.train.data import EpisodeData, camera_key, load_episode_data
 from factory.train.dynamics import DYNAMICS_TRAIN, DynamicsTrainOptions
 from factory.train.loop import Budget
-from factory.train.model_config import check_fits, default_config
+from factory.train.model_config import check_fits, default_config, task_head_overrides
 from factory.train.recipes import DEFAULT_RECIPE, apply_recipe, check_recipe
 from pipelines.train import check_camera_kind
 
@@ -234,7 +234,7 @@ def run_train_all(req: TrainAllRequest, on_progress: AllProgressFn | None = None
     overrides = req.overrides
     if data.task_state is not None and not any("dynamics.task_dim" in o for o in overrides):
         # the dynamics reads the task state too (a task head), when the data has it
-        overrides = (f"dynamics.task_dim={data.task_state.shape[1] + 1}", *overrides)
+        overrides = (*task_head_overrides(data), *overrides)
     config, opts, _ = apply_recipe(
         config, DynamicsTrainOptions(), DYNAMICS_TRAIN, req.recipe, overrides
     )

@@ -313,3 +313,51 @@ def test_generating_in_a_side_camera_model_is_refused(tmp_path: Path) -> None:
     result = runner.invoke(app, [*args, "--steps", "3", "--out", str(out)])
     assert_one_line_error(result, "'side' camera only")
     assert not out.exists()
+
+
+def test_a_pile_task_head_reads_positions_only() -> None:
+    """PushT's task state ends with the block angle (read as sin, cos: K + 1 outputs); the
+    pile's 60 numbers are all positions (K outputs), and its head's targets invert to the
+    same positions (no number wrapped as an angle)."""
+    import torch
+
+    from factory.model.heads import pose_to_target, target_to_pose
+    from factory.train.data import EpisodeData
+    from factory.train.model_config import task_head_overrides
+
+    def data(world: str | None, width: int) -> EpisodeData:
+        n = 4
+        frames = np.zeros((n, 8, 8, 3), np.uint8)
+        task = np.random.default_rng(0).uniform(0, 512, (n, width)).astype(np.float32)
+        acts, state = np.zeros((n, 2), np.float32), np.zeros((n, 2), np.float32)
+        return EpisodeData(frames, acts, state, np.array([n]), task, world=world)
+
+    assert task_head_overrides(data("pusht", 3)) == ("dynamics.task_dim=4",)
+    assert task_head_overrides(data(None, 3)) == ("dynamics.task_dim=4",)
+    assert task_head_overrides(data("pile", 60)) == (
+        "dynamics.task_dim=60",
+        "dynamics.task_angle=false",
+    )
+    discs = torch.from_numpy(data("pile", 60).task_state)
+    mean, std = discs.mean(0), discs.std(0)
+    target = pose_to_target(discs, mean, std, angle=False)
+    assert target.shape == discs.shape
+    torch.testing.assert_close(
+        target_to_pose(target, mean, std, angle=False), discs, atol=1e-3, rtol=0
+    )
+    wrapped = target_to_pose(pose_to_target(discs, mean[:-1], std[:-1]), mean[:-1], std[:-1])
+    assert not torch.allclose(wrapped[:, -1], discs[:, -1])  # read as an angle, it is lost
+
+
+def test_a_dynamics_without_a_task_angle_reads_every_number() -> None:
+    """A latent_grid dynamics of pile's 60-number task state reads 60 numbers."""
+    import torch
+
+    from factory.model.dynamics import Dynamics
+
+    base = tiny_config()
+    dyn_cfg = dataclasses.replace(base.dynamics, task_dim=60, task_angle=False)
+    dyn = Dynamics(dyn_cfg, base.consistency)
+    z = torch.zeros(2, dyn_cfg.latent_channels, *dyn_cfg.latent_size)
+    assert dyn.task_mean.shape == (60,) and dyn.read_task(z).shape == (2, 60)
+    assert dyn.task_target(torch.zeros(2, 60)).shape == (2, 60)

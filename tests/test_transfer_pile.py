@@ -14,7 +14,6 @@ from pile_stand_in import PileStandIn
 from typer.testing import CliRunner
 
 from factory.envs.pile import PileWorld, pile_spec
-from factory.envs.pile_render import render_views
 from factory.eval.transfer import final_errors, run_transfer, world_of
 from factory.gen import GenJob, RolloutEngine
 from factory.generators import make_generator
@@ -56,7 +55,7 @@ class PileTruth(PileStandIn):
         assert states is not None, "the ground truth starts from world states"
         self.close()
         self._rows = [PileWorld(1, self.resolution) for _ in range(len(states))]
-        self._t = 0
+        self._t = np.zeros(len(states), np.int64)
         self.start_slots(list(range(len(states))), states=states)
 
     def start_slots(
@@ -71,17 +70,6 @@ class PileTruth(PileStandIn):
             seed = self._seed_of[_scene_key(np.asarray(s)[-1])]
             self._rows[int(r)].reset(seeds=np.array([seed]))
         self._scenes = np.concatenate([w.scenes() for w in self._rows])
-
-    def keep_slots(self, slots: Any) -> None:
-        keep = [int(r) for r in np.asarray(slots).reshape(-1)]
-        for r in set(range(len(self._rows))) - set(keep):
-            self._rows[r].close()
-        self._rows = [self._rows[r] for r in keep]
-        self._scenes = self._scenes[keep]
-
-    def last_views(self, rows: list[int] | None = None) -> dict[str, np.ndarray]:
-        scenes = self._scenes if rows is None else self._scenes[rows]
-        return {"side": np.stack([render_views(s, self.resolution)["side"] for s in scenes])}
 
 
 def _generate(path: Path, model: Any, jobs: list[GenJob]) -> Path:

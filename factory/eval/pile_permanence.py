@@ -119,15 +119,7 @@ def run_hold_still(model: RolloutModel, starts: HoldStarts, cfg: HoldStillConfig
     ``where`` ([episode, frame] of each start); ``drift_skipped`` instead of the drift
     keys when the model's disc state is not the store's width.
     """
-    episodes = hold_still_episodes(
-        model,
-        starts.frames,
-        starts.actions,
-        starts.agent,
-        starts.states,
-        steps=cfg.steps,
-        seed=cfg.seed,
-    )
+    episodes = hold_still_episodes(model, starts, steps=cfg.steps, seed=cfg.seed)
     data = [ep.data for ep in episodes]
     result: dict[str, Any] = {"starts": len(data), "steps": cfg.steps, "tol_px": cfg.tol_px}
     result.update(_hold_ious(data, starts, cfg))

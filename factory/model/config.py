@@ -138,6 +138,9 @@ class DynamicsConfig:
     - ``task_dim``: a second keypoint head on the latent reads the task state (PushT: 4 =
       block x, y, sin, cos of the angle), trained on real latents; 0: none (the image
       probe reads it).
+    - ``task_angle``: the task state's last number is an angle (read as its sin and cos,
+      PushT's block); False: every number is a position (pile: each disc's x, y; then
+      ``task_dim`` is the task state's width).
     """
 
     latent_channels: int = 4
@@ -165,6 +168,7 @@ class DynamicsConfig:
     flow_max: float = 3.0
     chunk: int = 1
     task_dim: int = 0
+    task_angle: bool = True
     task_head_channels: int = 48
     task_head_keypoints: int = 16
 

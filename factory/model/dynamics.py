@@ -163,8 +163,9 @@ class Dynamics(nn.Module):
         if cfg.task_dim > 0:
             c, n = cfg.task_head_channels, cfg.task_head_keypoints
             self.task_head = KeypointHead(cfg.latent_channels, c, n, cfg.task_dim)
-            self.register_buffer("task_mean", torch.zeros(cfg.task_dim - 2))
-            self.register_buffer("task_std", torch.ones(cfg.task_dim - 2))
+            positions = cfg.task_dim - 2 if cfg.task_angle else cfg.task_dim
+            self.register_buffer("task_mean", torch.zeros(positions))
+            self.register_buffer("task_std", torch.ones(positions))
         if cfg.renorm == "pixel_norm":
             self.register_buffer("pixel_norm", torch.ones(()))
 
@@ -180,15 +181,16 @@ class Dynamics(nn.Module):
         return state.float() * self.state_std + self.state_mean
 
     def task_target(self, pose: Tensor) -> Tensor:
-        """Task pose (..., task_dim - 1), angle last -> the task head's target."""
-        return pose_to_target(pose, self.task_mean, self.task_std)
+        """Task pose (..., task_dim - 1), angle last (``task_angle`` False: (...,
+        task_dim), positions only) -> the task head's target."""
+        return pose_to_target(pose, self.task_mean, self.task_std, self.cfg.task_angle)
 
     def read_task(self, z: Tensor) -> Tensor:
         """Task pose in raw units (B, task_dim - 1) (PushT: block x, y, angle) from latents
         (B, C, h, w); needs ``task_dim`` > 0."""
         if self.task_head is None:
             raise ValueError("this dynamics model has no task head (task_dim 0)")
-        return target_to_pose(self.task_head(z), self.task_mean, self.task_std)
+        return target_to_pose(self.task_head(z), self.task_mean, self.task_std, self.cfg.task_angle)
 
     def _scale(self) -> Tensor:
         return self.target_scale[None, :, None, None]

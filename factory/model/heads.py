@@ -41,16 +41,22 @@ class KeypointHead(nn.Module):
         return self.mlp(torch.cat([xy, feats.mean(dim=(2, 3))], dim=1))
 
 
-def pose_to_target(pose: Tensor, mean: Tensor, std: Tensor) -> Tensor:
+def pose_to_target(pose: Tensor, mean: Tensor, std: Tensor, angle: bool = True) -> Tensor:
     """Task pose (..., P) with the angle (rad) last -> head target (..., P + 1):
-    normalised positions, then sin and cos of the angle."""
+    normalised positions, then sin and cos of the angle; ``angle`` False: every number is
+    a position -> (..., P), normalised."""
+    if not angle:
+        return (pose.float() - mean) / std
     pos = (pose[..., :-1].float() - mean) / std
     ang = pose[..., -1:].float()
     return torch.cat([pos, torch.sin(ang), torch.cos(ang)], dim=-1)
 
 
-def target_to_pose(out: Tensor, mean: Tensor, std: Tensor) -> Tensor:
-    """Inverse of :func:`pose_to_target`: (..., P + 1) -> (..., P), angle in [0, 2 pi)."""
+def target_to_pose(out: Tensor, mean: Tensor, std: Tensor, angle: bool = True) -> Tensor:
+    """Inverse of :func:`pose_to_target`: (..., P + 1) -> (..., P), angle in [0, 2 pi)
+    (``angle`` False: (..., P) -> (..., P))."""
+    if not angle:
+        return out.float() * std + mean
     pos = out[..., :-2].float() * std + mean
     ang = torch.atan2(out[..., -2], out[..., -1]).remainder(2.0 * math.pi)
     return torch.cat([pos, ang[..., None]], dim=-1)

@@ -155,7 +155,8 @@ def set_normalisation(
     if dyn.task_head is not None:
         if data.task_state is None:
             raise ValueError("task_dim > 0 needs data/task_state (the task state) in the store")
-        pos = torch.from_numpy(data.task_state[:, :-1]).float()
+        task = data.task_state if not dyn.cfg.task_angle else data.task_state[:, :-1]
+        pos = torch.from_numpy(task).float()
         dyn.task_mean.copy_(pos.mean(0))
         dyn.task_std.copy_(pos.std(0).clamp_min(1e-6))
 

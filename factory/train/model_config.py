@@ -48,3 +48,20 @@ def check_fits(config: WorldModelConfig, data: EpisodeData) -> None:
                 f"the model directory has {name} dim {model_dim}, the data has {data_dim}; "
                 "use another --out"
             )
+
+
+ANGLE_WORLDS = ("pusht",)
+"""Worlds whose task state ends with an angle (PushT's block x, y, angle); in every other
+(the pile's discs) each number of the task state is a position."""
+
+
+def task_head_overrides(data: EpisodeData) -> tuple[str, ...]:
+    """``--set`` overrides that give the latent_grid dynamics a task head reading the
+    data's task state (K numbers): K + 1 outputs for an angle last (its sin and cos), else
+    K positions. Data that names no world is PushT's."""
+    if data.task_state is None:
+        return ()
+    width = int(data.task_state.shape[1])
+    if (data.world or "pusht") in ANGLE_WORLDS:
+        return (f"dynamics.task_dim={width + 1}",)
+    return (f"dynamics.task_dim={width}", "dynamics.task_angle=false")
