@@ -20,7 +20,10 @@ frames/s (the full ``factory generate`` path); ``ratio`` = batched_fps / batch1_
 ``pipeline_ratio`` = batched_fps / bare_model_fps; ``expert_vs_play`` = expert frames/s
 over play frames/s, both through ``factory generate`` with 1 worker: the median over
 ``--repeats`` interleaved play / expert pairs (each pair's ratio in
-``expert_vs_play_runs``), since one short pair is timed over about a second.
+``expert_vs_play_runs``; every other pair runs the other generator first), since one pair
+is timed over seconds of a shared machine. The default 128 episodes (6,400 frames per
+run) time each side for about 12 s: at 32 (1,600 frames, about 3 s) three pairs in a row
+on this 2-core CPU (light work beside it) gave 1.08, 0.59 and 0.62.
 ``--resolution R`` times a randomly initialised copy of the model's architecture at R px
 (speed only; the weights do not change the work).
 """
@@ -59,7 +62,7 @@ class BenchConfig:
     """What the generate benchmark measures."""
 
     model: Path | None = None
-    episodes: int = 32
+    episodes: int = 128  # 6,400 frames a run: 32 (1,600) timed each side over ~3 s (noise)
     steps: int = 50
     batch_size: int = 16
     generator: str = "play"
@@ -208,8 +211,7 @@ def run_bench(cfg: BenchConfig, progress: Progress | None = None) -> dict[str, A
             for k in range(1, cfg.repeats if other else 0):  # interleaved, same conditions
                 tag = tmp / f"repeat{k}"
                 tag.mkdir()
-                pairs.append((_ray(cfg, model_dir, tag, 1, report),
-                              _ray(cfg, model_dir, tag, 1, report, other)))  # fmt: skip
+                pairs.append(_pair(cfg, model_dir, tag, report, other, swap=k % 2 == 1))
             ray2 = _ray(cfg, model_dir, tmp, 2, report) if _two_workers_fit(cfg) else None
         finally:
             if started:
@@ -251,6 +253,18 @@ def run_bench(cfg: BenchConfig, progress: Progress | None = None) -> dict[str, A
 
 
 _OTHER = {"play": "expert", "expert": "play"}
+
+
+def _pair(
+    cfg: BenchConfig, model_dir: Path, tmp: Path, report: Progress, other: str, swap: bool
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """One (``cfg.generator``, ``other``) pair of 1-worker runs; ``swap`` runs ``other``
+    first, so that alternate pairs cancel a drift of the machine's speed over the pair."""
+    if swap:
+        second = _ray(cfg, model_dir, tmp, 1, report, other)
+        return _ray(cfg, model_dir, tmp, 1, report), second
+    first = _ray(cfg, model_dir, tmp, 1, report)
+    return first, _ray(cfg, model_dir, tmp, 1, report, other)
 
 
 def _expert_vs_play(

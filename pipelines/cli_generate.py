@@ -102,7 +102,7 @@ def generate(
 @user_errors
 def bench_generate(
     model: Annotated[Path | None, typer.Option(help="Model dir (default: shipped).")] = None,
-    episodes: Annotated[int, typer.Option(help="Episodes in each measured run.")] = 32,
+    episodes: Annotated[int, typer.Option(help="Episodes in each measured run.")] = 128,
     steps: Annotated[int, typer.Option(help="Steps per episode.")] = 50,
     batch_size: Annotated[int, typer.Option(help="Batched runs: slots per worker.")] = 16,
     generator: Annotated[str, typer.Option(help="play | expert.")] = "play",
