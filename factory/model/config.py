@@ -264,7 +264,7 @@ class WorldModelConfig:
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"format": FORMAT, "version": FORMAT_VERSION}
-        out.update(_to_jsonable(dataclasses.asdict(self)))
+        out.update(to_jsonable(dataclasses.asdict(self)))
         return out
 
     def to_json(self) -> str:
@@ -296,11 +296,12 @@ _NESTED: dict[str, type] = {
 }
 
 
-def _to_jsonable(obj: Any) -> Any:
+def to_jsonable(obj: Any) -> Any:
+    """Tuples to lists, all the way down (what JSON holds)."""
     if isinstance(obj, dict):
-        return {k: _to_jsonable(v) for k, v in obj.items()}
+        return {k: to_jsonable(v) for k, v in obj.items()}
     if isinstance(obj, list | tuple):
-        return [_to_jsonable(v) for v in obj]
+        return [to_jsonable(v) for v in obj]
     return obj
 
 

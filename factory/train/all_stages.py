@@ -89,6 +89,12 @@ class StageShares:
             return STATE_KINDS[self.kind].SHARES[stage]
         return float(getattr(self, stage))
 
+    def record(self) -> dict[str, Any]:
+        """The shares as ``train_all.json`` records them: the kind's own stages."""
+        if self.kind in STATE_KINDS:
+            return {"kind": self.kind, **STATE_KINDS[self.kind].SHARES}
+        return dataclasses.asdict(self)
+
 
 @dataclass(frozen=True)
 class AllStagesConfig:
@@ -282,7 +288,7 @@ def _new_run(
         "data": data.source,
         "budget": {"minutes": total.minutes, "steps": total.steps},
         "device": device,
-        "shares": dataclasses.asdict(cfg.shares),
+        "shares": cfg.shares.record(),
     }
     return StageRun(out_dir / STATE_FILE, header)
 

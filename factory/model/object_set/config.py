@@ -6,12 +6,10 @@ in board px (the store's ``state`` + ``task_state``): K = 2 N task-state entries
 
 from __future__ import annotations
 
-import dataclasses
-import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import ClassVar
 
-from factory.model.config import FORMAT, FORMAT_VERSION
+from factory.model.config_io import KindConfig
 
 KIND = "object_set"
 
@@ -89,8 +87,15 @@ class SetReaderConfig:
 
 
 @dataclass(frozen=True)
-class ObjectSetConfig:
+class ObjectSetConfig(KindConfig):
     """The whole ``object_set`` model: per-part configs, the parts present, the world."""
+
+    KIND: ClassVar[str] = KIND
+    SECTIONS: ClassVar[dict[str, type]] = {
+        "dynamics": SetDynamicsConfig,
+        "renderer": SetRendererConfig,
+        "reader": SetReaderConfig,
+    }
 
     dynamics: SetDynamicsConfig = field(default_factory=SetDynamicsConfig)
     renderer: SetRendererConfig = field(default_factory=SetRendererConfig)
@@ -125,51 +130,3 @@ class ObjectSetConfig:
     def cameras(self) -> tuple[str, ...]:
         """The cameras the renderer draws, the main one first."""
         return self.renderer.cameras
-
-    def with_parts(self, *parts: str) -> ObjectSetConfig:
-        return dataclasses.replace(self, parts=tuple(sorted(set(self.parts) | set(parts))))
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"format": FORMAT, "version": FORMAT_VERSION}
-        out.update(_jsonable(dataclasses.asdict(self)))
-        return out
-
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ObjectSetConfig:
-        """Parse :meth:`to_dict`'s output; unknown keys raise ``ValueError``."""
-        body = {k: v for k, v in data.items() if k not in ("format", "version")}
-        if body.get("kind") != KIND:
-            raise ValueError(f"kind is {body.get('kind')!r}, expected {KIND!r}")
-        sections: dict[str, type] = {
-            "dynamics": SetDynamicsConfig,
-            "renderer": SetRendererConfig,
-            "reader": SetReaderConfig,
-        }
-        kwargs: dict[str, Any] = {}
-        for name, value in body.items():
-            if name in sections:
-                kwargs[name] = _section(sections[name], value)
-            elif name not in {f.name for f in dataclasses.fields(cls)}:
-                raise ValueError(f"unknown ObjectSetConfig key {name!r}")
-            else:
-                kwargs[name] = tuple(value) if isinstance(value, list) else value
-        return cls(**kwargs)
-
-
-def _section(cls: type, data: dict[str, Any]) -> Any:
-    names = {f.name for f in dataclasses.fields(cls)}
-    unknown = set(data) - names
-    if unknown:
-        raise ValueError(f"unknown {cls.__name__} keys: {sorted(unknown)}")
-    return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})
-
-
-def _jsonable(obj: Any) -> Any:
-    if isinstance(obj, dict):
-        return {k: _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_jsonable(v) for v in obj]
-    return obj

@@ -7,12 +7,10 @@ entries are the robot, the next three one rigid object's pose.
 
 from __future__ import annotations
 
-import dataclasses
-import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import ClassVar
 
-from factory.model.config import FORMAT, FORMAT_VERSION
+from factory.model.config_io import KindConfig
 
 KIND = "object_state"
 
@@ -67,8 +65,15 @@ class ReaderConfig:
 
 
 @dataclass(frozen=True)
-class ObjectStateConfig:
+class ObjectStateConfig(KindConfig):
     """The whole ``object_state`` model: per-part configs and the parts present."""
+
+    KIND: ClassVar[str] = KIND
+    SECTIONS: ClassVar[dict[str, type]] = {
+        "dynamics": ObjectDynamicsConfig,
+        "renderer": RendererConfig,
+        "reader": ReaderConfig,
+    }
 
     dynamics: ObjectDynamicsConfig = field(default_factory=ObjectDynamicsConfig)
     renderer: RendererConfig = field(default_factory=RendererConfig)
@@ -101,48 +106,3 @@ class ObjectStateConfig:
     def context(self) -> int:
         """Past states the dynamics reads (the current one and one before it)."""
         return 2
-
-    def with_parts(self, *parts: str) -> ObjectStateConfig:
-        return dataclasses.replace(self, parts=tuple(sorted(set(self.parts) | set(parts))))
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"format": FORMAT, "version": FORMAT_VERSION}
-        out.update(_jsonable(dataclasses.asdict(self)))
-        return out
-
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ObjectStateConfig:
-        """Parse :meth:`to_dict`'s output; unknown keys raise ``ValueError``."""
-        body = {k: v for k, v in data.items() if k not in ("format", "version")}
-        if body.get("kind") != KIND:
-            raise ValueError(f"kind is {body.get('kind')!r}, expected {KIND!r}")
-        sections = {"dynamics": ObjectDynamicsConfig, "renderer": RendererConfig}
-        sections["reader"] = ReaderConfig
-        kwargs: dict[str, Any] = {}
-        for name, value in body.items():
-            if name in sections:
-                kwargs[name] = _section(sections[name], value)
-            elif name not in {f.name for f in dataclasses.fields(cls)}:
-                raise ValueError(f"unknown ObjectStateConfig key {name!r}")
-            else:
-                kwargs[name] = tuple(value) if isinstance(value, list) else value
-        return cls(**kwargs)
-
-
-def _section[T](cls: type[T], data: dict[str, Any]) -> T:
-    names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
-    unknown = set(data) - names
-    if unknown:
-        raise ValueError(f"unknown {cls.__name__} keys: {sorted(unknown)}")
-    return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})
-
-
-def _jsonable(obj: Any) -> Any:
-    if isinstance(obj, dict):
-        return {k: _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_jsonable(v) for v in obj]
-    return obj

@@ -1,0 +1,60 @@
+"""The JSON round trip of the state kinds' typed configs (``object_state``, ``object_set``).
+
+A kind's whole-model config is a frozen dataclass of per-part sections; :class:`KindConfig`
+gives it ``with_parts``, ``to_dict`` / ``to_json`` (the format header of
+:data:`factory.model.config.FORMAT` plus every field) and ``from_dict``, which refuses
+another kind and any unknown key. The class names its ``KIND`` and its ``SECTIONS``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any, ClassVar, Self
+
+from factory.model.config import FORMAT, FORMAT_VERSION, to_jsonable
+
+
+class KindConfig:
+    """Mixin for a kind's frozen config dataclass (with ``parts`` and ``kind`` fields)."""
+
+    KIND: ClassVar[str]
+    SECTIONS: ClassVar[dict[str, type]]
+    parts: tuple[str, ...]
+
+    def with_parts(self, *parts: str) -> Self:
+        return dataclasses.replace(self, parts=tuple(sorted(set(self.parts) | set(parts))))  # type: ignore[type-var]
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"format": FORMAT, "version": FORMAT_VERSION}
+        out.update(to_jsonable(dataclasses.asdict(self)))  # type: ignore[call-overload]
+        return out
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Self:
+        """Parse :meth:`to_dict`'s output; unknown keys raise ``ValueError``."""
+        body = {k: v for k, v in data.items() if k not in ("format", "version")}
+        if body.get("kind") != cls.KIND:
+            raise ValueError(f"kind is {body.get('kind')!r}, expected {cls.KIND!r}")
+        names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+        kwargs: dict[str, Any] = {}
+        for name, value in body.items():
+            if name in cls.SECTIONS:
+                kwargs[name] = section(cls.SECTIONS[name], value)
+            elif name not in names:
+                raise ValueError(f"unknown {cls.__name__} key {name!r}")
+            else:
+                kwargs[name] = tuple(value) if isinstance(value, list) else value
+        return cls(**kwargs)
+
+
+def section[T](cls: type[T], data: dict[str, Any]) -> T:
+    """A section dataclass from its dict (lists back to tuples); unknown keys raise."""
+    names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    unknown = set(data) - names
+    if unknown:
+        raise ValueError(f"unknown {cls.__name__} keys: {sorted(unknown)}")
+    return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})
