@@ -12,6 +12,8 @@ an agent at rest), as in training at episode starts, which are rests after a res
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import torch
 from torch import Tensor
@@ -27,6 +29,25 @@ class StateRollout(RolloutBase):
     agent_dim = 2  # leading state entries that are the agent's position
     _states: Tensor | None = None
     _prev_action: Tensor | None = None
+    config: Any
+    dynamics: Any
+    renderer: Any
+    reader: Any
+
+    def __init__(self, config: Any, dynamics: Any, renderer: Any, reader: Any) -> None:
+        """The kind's config and parts (any may be None while training), no rollout yet."""
+        super().__init__()
+        self.config = config
+        self.dynamics = dynamics
+        self.renderer = renderer
+        self.reader = reader
+        self.use_bf16 = False
+        self._states = None  # (B, 2, S): previous, current
+        self._prev_action = None  # (B, A)
+
+    @property
+    def context(self) -> int:
+        return int(self.config.context)
 
     def _context_states(
         self, frames: np.ndarray | Tensor | None, states: np.ndarray | Tensor | None

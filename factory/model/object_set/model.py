@@ -35,6 +35,11 @@ class ObjectSetModel(StateRollout):
     frame_reader = "reader"
     starts_from_states = True
 
+    config: ObjectSetConfig
+    dynamics: SetDynamics | None
+    renderer: SetRenderer | None
+    reader: SetReader | None
+
     def __init__(
         self,
         config: ObjectSetConfig,
@@ -42,18 +47,7 @@ class ObjectSetModel(StateRollout):
         renderer: SetRenderer | None = None,
         reader: SetReader | None = None,
     ) -> None:
-        super().__init__()
-        self.config = config
-        self.dynamics = dynamics
-        self.renderer = renderer
-        self.reader = reader
-        self.use_bf16 = False
-        self._states: Tensor | None = None  # (B, 2, S): previous, current
-        self._prev_action: Tensor | None = None  # (B, 2)
-
-    @property
-    def context(self) -> int:
-        return self.config.context
+        super().__init__(config, dynamics, renderer, reader)
 
     @property
     def cameras(self) -> tuple[str, ...]:

@@ -31,6 +31,11 @@ class ObjectStateModel(StateRollout):
 
     kind = "object_state"
 
+    config: ObjectStateConfig
+    dynamics: ObjectDynamics | None
+    renderer: SpriteRenderer | None
+    reader: StateReader | None
+
     def __init__(
         self,
         config: ObjectStateConfig,
@@ -38,19 +43,8 @@ class ObjectStateModel(StateRollout):
         renderer: SpriteRenderer | None = None,
         reader: StateReader | None = None,
     ) -> None:
-        super().__init__()
-        self.config = config
-        self.dynamics = dynamics
-        self.renderer = renderer
-        self.reader = reader
-        self.use_bf16 = False
+        super().__init__(config, dynamics, renderer, reader)
         self.agent_dim = config.dynamics.agent_dim
-        self._states: Tensor | None = None  # (B, 2, 5): previous, current
-        self._prev_action: Tensor | None = None  # (B, 2)
-
-    @property
-    def context(self) -> int:
-        return self.config.context
 
     def _parts(self) -> tuple[ObjectDynamics, SpriteRenderer]:
         if self.dynamics is None or self.renderer is None:
