@@ -137,3 +137,15 @@ def test_cli_transfer_of_an_object_set_store_replays_in_the_pile(tmp_path: Path)
     for row in r["per_episode"]:
         assert row["reset"] == "seed" and row["reset_err"] == 0.0 and row["steps"] == 5
         assert np.isfinite(row["disc_err_px"]) and len(row["real_pose"]) == 60
+
+
+def test_the_replay_view_refuses_a_pile_episode_in_one_line(tmp_path: Path) -> None:
+    """`factory view`'s model-vs-real replay shows a block pose (PushT): a pile episode is
+    refused with a pointer to eval transfer, not compared as if disc 0 were a block."""
+    from factory.errors import FactoryError
+    from factory.store import EpisodeStore
+    from factory.view.sidebyside import read_generated
+
+    path = _generate(tmp_path / "gen.zarr", tiny_object_set_model(), [_job(7, 3)])
+    with EpisodeStore.open(path) as store, pytest.raises(FactoryError, match="eval transfer"):
+        read_generated(store, 0)

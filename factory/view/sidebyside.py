@@ -113,6 +113,11 @@ def read_generated(store: EpisodeStore, index: int, env: str | None = None) -> G
             f"episode {index} was not generated inside the model from a seeded reset "
             f"(source {episode.meta.source}); only those can be replayed in the ground truth"
         )
+    if target.env != "pusht":
+        raise FactoryError(
+            f"the model-vs-real replay shows a block's pose and coverage (PushT); episode "
+            f"{index} is of {target.env}: score it with `factory eval transfer` instead"
+        )
     frames = np.asarray(episode["image"])
     return Generated(target, frames, np.asarray(episode[POSE_KEY], np.float64))
 
