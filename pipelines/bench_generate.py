@@ -211,6 +211,7 @@ def run_bench(cfg: BenchConfig, progress: Progress | None = None) -> dict[str, A
             for k in range(1, cfg.repeats if other else 0):  # interleaved, same conditions
                 tag = tmp / f"repeat{k}"
                 tag.mkdir()
+                assert other is not None  # the range is empty without one
                 pairs.append(_pair(cfg, model_dir, tag, report, other, swap=k % 2 == 1))
             ray2 = _ray(cfg, model_dir, tmp, 2, report) if _two_workers_fit(cfg) else None
         finally:
