@@ -28,6 +28,7 @@ def stage_export(arm: str) -> Stage:
             args = [
                 "export", "lerobot", str(p.path("stores", f"{d[0]}.zarr")), str(out),
                 "--repo-id", f"local/zero_real_{arm}_{d}", "--obs", OBS[arm],
+                "--actions", p.actions,
                 "--episodes", ",".join(str(i) for i in sel), "--overwrite", "--json",
             ]  # fmt: skip
             run.cmd(f"export_{arm}", "factory", args)

@@ -174,7 +174,7 @@ def _rounds(
 
 
 def stage_r(run: Run) -> dict:
-    base = ["collect", "--env", "pusht", "--generator", "expert"]
+    base = ["collect", "--env", "pusht", "--generator", "expert", *run.plan.noise_args]
     return _rounds(run, "R", run.plan.path("stores", "R.zarr"), True, base, {})
 
 
@@ -192,6 +192,7 @@ def stage_g(run: Run) -> dict:
         p.device,
         *([] if p.g_all else ["--only-success"]),
         *(["--model", p.model] if p.model else []),
+        *p.noise_args,
     ]
     if p.g_all:
         run.note("G keeps failed generated episodes (--g-all): a plumbing check, not a result")
@@ -278,6 +279,9 @@ def _options(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--train-seed", type=int, default=1000, help="policy training seed")
     ap.add_argument("--device", default="cpu", help="cpu | cuda (training, eval, generation)")
     ap.add_argument("--model", help="world model dir (default: the shipped models/pusht)")
+    ap.add_argument("--action-noise", type=float, default=0.0,
+                    help="DART: px std of noise on the demos' executed actions; the policies "
+                    "learn the expert's clean labels (0: none)")  # fmt: skip
     g_all = "keep failed generated demos too (plumbing check, not the experiment)"
     ap.add_argument("--g-all", action="store_true", help=g_all)
     ap.add_argument("--arms", type=lambda t: tuple(t.split(",")), default=report.ARMS,
@@ -306,6 +310,8 @@ def _check(plan: Plan, arms: tuple[str, ...]) -> None:
         raise ValueError("batch sizes and episodes must be positive")
     if min(plan.episode_length, plan.max_rounds, plan.state_steps, plan.image_steps) < 1:
         raise ValueError("episode length, rounds and steps must be positive")
+    if not (plan.action_noise >= 0 and plan.action_noise < float("inf")):
+        raise ValueError(f"--action-noise must be a finite number >= 0, got {plan.action_noise}")
     if not set(arms) <= set(report.ARMS):
         raise ValueError(f"--arms must be among {', '.join(report.ARMS)}, got {','.join(arms)}")
     for exe in ("factory", "lerobot-train", "lerobot-eval"):
@@ -320,7 +326,7 @@ def parse(argv: list[str] | None) -> tuple[Plan, argparse.Namespace]:
     base = TINY if a.tiny else FULL
     pick = {k: getattr(a, k) if getattr(a, k) is not None else v for k, v in base.items()}
     fixed = ("eval_seed", "demo_seed", "demo_steps", "max_rounds", "gen_batch", "train_seed",
-             "device", "model", "g_all")  # fmt: skip
+             "device", "model", "g_all", "action_noise")  # fmt: skip
     plan = Plan(**pick, **{k: getattr(a, k) for k in fixed})
     _check(plan, a.arms)
     if a.out is None:

@@ -57,6 +57,18 @@ class Plan:
     device: str
     model: str | None
     g_all: bool
+    action_noise: float = 0.0
+
+    @property
+    def noise_args(self) -> list[str]:
+        """The demos' collection and generation flags: DART noise injection (the expert's
+        executed actions perturbed, its clean actions kept as labels), or none."""
+        return ["--action-noise", str(self.action_noise)] if self.action_noise else []
+
+    @property
+    def actions(self) -> str:
+        """What the exports' ``action`` holds: the expert's labels under noise injection."""
+        return "label" if self.action_noise else "executed"
 
     def path(self, *parts: str) -> Path:
         return Path(self.work, *parts)
@@ -64,6 +76,8 @@ class Plan:
     def config(self) -> dict[str, Any]:
         cfg = asdict(self)
         cfg.pop("work")
+        if not self.action_noise:
+            cfg.pop("action_noise")  # the experiments made before the option keep their config
         cfg["sizes"], cfg["state_saves"] = list(self.sizes), list(self.state_saves)
         cfg["eval_seeds"] = [self.eval_seed, self.eval_seed + self.episodes - 1]
         return cfg

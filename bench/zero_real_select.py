@@ -1,6 +1,7 @@
 """Pick the state policy on R alone (issue 20): candidates, one budget, one evaluation.
 
-Every candidate is a lerobot ACT config (and a learning-rate schedule) from ``CANDIDATES``,
+Every candidate is a lerobot policy config (ACT, or a small diffusion policy that sees two
+observation steps, so the agent's velocity too) and a learning-rate schedule from ``CANDIDATES``,
 trained by ``factory policy train`` on the real demos' state export (``--data``, by default
 the experiment's R100) with the same steps, batch and seed, checkpointed at ``--saves``,
 and scored by ``lerobot-eval`` in the ground truth on ``--episodes`` selection seeds from
@@ -9,7 +10,15 @@ the expert's 100000..). Prints one JSON object: per candidate and checkpoint, re
 and mean max reward, and each run's training wall and CPU seconds. Resumable: finished
 runs and evaluations are kept (``--work``, one folder per candidate and step budget).
 
+The demonstrations are a candidate too. With ``--demos-noise`` or ``--expert-param`` the
+bench records its own 100 real demos instead of reading ``--data``: the expert from seed
+300000 (``factory collect``, rounds of 120 seeds until 100 succeed), with DART noise
+injection (``--action-noise``: the expert's clean labels are exported as the actions)
+and/or the expert's knobs changed (``--param``), into ``WORK/demos-<tag>/``; runs then go
+to ``WORK/<tag>/``.
+
     .venv/bin/python bench/zero_real_select.py --candidates act128,act128_vae --steps 12000
+    .venv/bin/python bench/zero_real_select.py --candidates act128 --demos-noise 6
 """
 
 from __future__ import annotations
@@ -24,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import zero_real_report as report
+from zero_real_run import usable
 
 BIN = Path(sys.executable).parent
 ENV = {"HF_HUB_OFFLINE": "1", "WANDB_MODE": "disabled"}
@@ -34,11 +44,18 @@ ACT128: dict[str, Any] = {
     "use_vae": False, "optimizer_lr": 3e-4,
 }  # fmt: skip
 VAE = {"use_vae": True, "n_vae_encoder_layers": 1}
-CANDIDATES: dict[str, tuple[dict[str, Any], str]] = {
-    "act128": (ACT128, "preset"),  # the experiment's default state policy
-    "act128_vae": ({**ACT128, **VAE}, "preset"),
-    "act128_cosine": (ACT128, "cosine"),
-    "act128_vae_cosine": ({**ACT128, **VAE}, "cosine"),
+MIN_MAX = {"VISUAL": "MEAN_STD", "STATE": "MIN_MAX", "ENV": "MIN_MAX", "ACTION": "MIN_MAX"}
+DIFFUSION_SMALL: dict[str, Any] = {
+    "normalization_mapping": MIN_MAX, "n_obs_steps": 2, "horizon": 16, "n_action_steps": 8,
+    "down_dims": [64, 128, 256], "diffusion_step_embed_dim": 64,
+    "noise_scheduler_type": "DDIM", "num_train_timesteps": 100, "num_inference_steps": 10,
+}  # fmt: skip
+CANDIDATES: dict[str, tuple[str, dict[str, Any], str]] = {
+    "act128": ("act", ACT128, "preset"),  # the experiment's default state policy
+    "act128_vae": ("act", {**ACT128, **VAE}, "preset"),
+    "act128_cosine": ("act", ACT128, "cosine"),
+    "act128_vae_cosine": ("act", {**ACT128, **VAE}, "cosine"),
+    "diffusion_small": ("diffusion", DIFFUSION_SMALL, "preset"),  # lerobot's preset: cosine
 }
 HOME = Path.home() / ".cache" / "demofactory" / "runs"
 
@@ -58,10 +75,10 @@ def train(a: argparse.Namespace, name: str, folder: Path) -> dict[str, Any]:
     info = folder / "train_info.json"
     if info.is_file():
         return dict(json.loads(info.read_text()))
-    overrides, schedule = CANDIDATES[name]
+    policy, overrides, schedule = CANDIDATES[name]
     saves = ",".join(str(s) for s in a.saves)
     argv = [str(BIN / "factory"), "policy", "train", str(a.data), str(folder),
-            "--repo-id", a.repo_id, "--policy", "act", "--config", json.dumps(overrides),
+            "--repo-id", a.repo_id, "--policy", policy, "--config", json.dumps(overrides),
             "--steps", str(a.steps), "--batch-size", str(a.batch), "--save", saves,
             "--seed", str(a.seed), "--device", "cpu", "--lr-schedule", schedule,
             "--json"]  # fmt: skip
@@ -83,8 +100,47 @@ def evaluate(a: argparse.Namespace, ckpt: Path, out: Path) -> dict[str, float]:
     return report.read_eval(out / "eval_info.json")
 
 
+def demos_tag(a: argparse.Namespace) -> str | None:
+    """The demonstrations' folder tag (``noise6``, ``settle_tol4``, ...), None for ``--data``."""
+    parts = [f"noise{a.demos_noise:g}"] if a.demos_noise else []
+    parts += [item.replace("=", "").replace(".", "p") for item in a.expert_param]
+    return "-".join(parts) or None
+
+
+def record_demos(a: argparse.Namespace, tag: str) -> Path:
+    """The bench's own 100 real expert demos (kept when exported), their state export."""
+    folder = a.work / f"demos-{tag}"
+    export, store = folder / "R100", folder / "R.zarr"
+    if (export / "meta" / "info.json").is_file():
+        return export
+    folder.mkdir(parents=True, exist_ok=True)
+    knobs = [x for item in a.expert_param for x in ("--param", item)]
+    noise = ["--action-noise", str(a.demos_noise)] if a.demos_noise else []
+    for r in range(3):
+        if len(usable(store, True)) >= 100:
+            break
+        argv = [str(BIN / "factory"), "collect", "--env", "pusht", "--generator", "expert",
+                "--episodes", str(120 * (r + 1)), "--steps", "300", "--seed", "300000",
+                *noise, *knobs, "--out", str(store), "--json",
+                *(["--append"] if store.exists() else [])]  # fmt: skip
+        _run(argv, folder / f"collect{r}.log")
+    picked = sorted(i for _, i in usable(store, True)[:100])
+    if len(picked) < 100:
+        raise SystemExit(f"only {len(picked)} of 360 demos succeeded; see {folder}")
+    argv = [str(BIN / "factory"), "export", "lerobot", str(store), str(export),
+            "--repo-id", f"local/zero_real_select_{tag}", "--obs", "environment_state_agent_pos",
+            "--actions", "label" if a.demos_noise else "executed",
+            "--episodes", ",".join(map(str, picked)), "--overwrite", "--json"]  # fmt: skip
+    _run(argv, folder / "export.log")
+    return export
+
+
 def main(argv: list[str] | None = None) -> None:
     a = parse(argv)
+    tag = demos_tag(a)
+    if tag is not None:
+        a.data, a.repo_id = record_demos(a, tag), f"local/zero_real_select_{tag}"
+        a.work = a.work / tag
     results: dict[str, Any] = {}
     for name in a.candidates:
         folder = a.work / f"{name}-{a.steps}"
@@ -94,13 +150,15 @@ def main(argv: list[str] | None = None) -> None:
             ckpt = folder / "checkpoints" / f"{step:06d}" / "pretrained_model"
             scores[str(step)] = evaluate(a, ckpt, a.work / "eval" / folder.name / str(step))
         results[name] = {
-            "overrides": CANDIDATES[name][0],
-            "lr_schedule": CANDIDATES[name][1],
+            "policy": CANDIDATES[name][0],
+            "overrides": CANDIDATES[name][1],
+            "lr_schedule": CANDIDATES[name][2],
             "train_wall_s": info.get("wall_s"),
             "train_cpu_s": info.get("cpu_s"),
             "real": scores,
         }
-    keys = ("data", "steps", "saves", "batch", "seed", "episodes", "eval_seed")
+    keys = ("data", "steps", "saves", "batch", "seed", "episodes", "eval_seed", "demos_noise",
+            "expert_param")  # fmt: skip
     setup = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(a).items() if k in keys}
     print(json.dumps({"setup": setup, "candidates": results}, indent=1))
 
@@ -120,11 +178,26 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--episodes", type=int, default=50, help="selection episodes (50)")
     ap.add_argument("--eval-seed", type=int, default=600000, help="first selection seed")
     ap.add_argument("--episode-length", type=int, default=300)
+    ap.add_argument(
+        "--demos-noise",
+        type=float,
+        default=0.0,
+        help="record the bench's own demos with DART noise of this px std",
+    )
+    ap.add_argument(
+        "--expert-param",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="record the bench's own demos with this expert knob (repeatable)",
+    )
     a = ap.parse_args(argv)
     unknown = [c for c in a.candidates if c not in CANDIDATES]
     if unknown:
         ap.error(f"unknown candidates {unknown}; valid: {', '.join(CANDIDATES)}")
-    if not (a.data / "meta" / "info.json").is_file():
+    if not (a.demos_noise >= 0 and a.demos_noise < float("inf")):
+        ap.error(f"--demos-noise must be a finite number >= 0, got {a.demos_noise}")
+    if demos_tag(a) is None and not (a.data / "meta" / "info.json").is_file():
         ap.error(f"{a.data} is not a LeRobot dataset; run bench/zero_real_data.py first")
     return a
 

@@ -51,6 +51,10 @@ OBS_TYPES = ("all", "pixels_agent_pos", "environment_state_agent_pos")
 ``pixels_agent_pos`` (the cameras and ``observation.state``) or
 ``environment_state_agent_pos`` (the T's 8 keypoints and ``observation.state``, no cameras:
 lerobot's state-based PushT policies)."""
+ACTIONS = ("executed", "label")
+"""Which actions an export's ``action`` holds: ``executed`` (the store's ``action``, what
+the world was given) or ``label`` (its ``action_label``: the supervisor's clean action, in
+a store recorded with DART noise injection; what a policy should imitate)."""
 
 
 @dataclass(frozen=True)
@@ -77,7 +81,8 @@ class WriteRequest:
     """One export: ``episodes`` (store indices, in order) of ``store`` into a new ``root``.
 
     ``video`` None stores frames as PNG images (lossless); ``task`` overrides each
-    episode's task string; ``obs`` is one of :data:`OBS_TYPES`.
+    episode's task string; ``obs`` is one of :data:`OBS_TYPES` and ``actions`` of
+    :data:`ACTIONS`.
     """
 
     store: EpisodeStore
@@ -87,6 +92,7 @@ class WriteRequest:
     video: VideoOptions | None
     task: str | None = None
     obs: str = "all"
+    actions: str = "executed"
 
 
 EpisodeCallback = Callable[[int, int, int], None]  # (episodes done, total, frames done)
@@ -101,13 +107,22 @@ def has_block_pose(store: EpisodeStore) -> bool:
     )
 
 
-def exported_keys(store: EpisodeStore, obs: str = "all") -> list[str]:
-    """The store keys an export of kind ``obs`` (:data:`OBS_TYPES`) writes, checked."""
+def exported_keys(store: EpisodeStore, obs: str = "all", actions: str = "executed") -> list[str]:
+    """The store keys an export of kind ``obs`` (:data:`OBS_TYPES`) writes, checked. With
+    ``actions`` ``label`` the ``action`` column is read from ``action_label`` (see
+    :func:`episode_columns`), so that key is not written on its own."""
     schema = store.schema
     if obs not in OBS_TYPES:
         raise FactoryError(f"unknown --obs {obs!r}; use one of {', '.join(OBS_TYPES)}")
+    if actions not in ACTIONS:
+        raise FactoryError(f"unknown --actions {actions!r}; use one of {', '.join(ACTIONS)}")
     if "action" not in schema.keys:
         raise FactoryError(f"{store.path} has no 'action' key; a LeRobot export needs actions")
+    if actions == "label" and "action_label" not in schema.keys:
+        raise FactoryError(
+            f"{store.path} has no 'action_label' key (it was not recorded with "
+            "--action-noise); export its executed actions (--actions executed)"
+        )
     if obs == "environment_state_agent_pos":
         if not has_block_pose(store) or "state" not in schema.keys:
             raise FactoryError(
@@ -120,7 +135,7 @@ def exported_keys(store: EpisodeStore, obs: str = "all") -> list[str]:
             f"{store.path} has no image key (keys: {', '.join(schema.keys)}); "
             "a LeRobot export needs camera frames (or --obs environment_state_agent_pos)"
         )
-    keys = list(schema.keys)
+    keys = [k for k in schema.keys if not (actions == "label" and k == "action_label")]
     if obs == "pixels_agent_pos":
         keys = [k for k in keys if k in schema.image_keys or k in ("action", "state")]
     return sorted(keys, key=lambda k: k != "image")  # the main camera first: import's main
@@ -153,7 +168,7 @@ def writes_next(store: EpisodeStore) -> bool:
 
 
 def lerobot_features(
-    store: EpisodeStore, video: bool, obs: str = "all"
+    store: EpisodeStore, video: bool, obs: str = "all", actions: str = "executed"
 ) -> dict[str, dict[str, Any]]:
     """LeRobot feature specs for the keys an export of kind ``obs`` writes, plus the
     provenance string (and the keypoints and ``next.*``, see :func:`writes_env_state` and
@@ -164,7 +179,7 @@ def lerobot_features(
     """
     schema = store.schema
     features: dict[str, dict[str, Any]] = {}
-    for key, name in feature_names(store, exported_keys(store, obs)).items():
+    for key, name in feature_names(store, exported_keys(store, obs, actions)).items():
         spec = schema.keys[key]
         if name in RESERVED or name == ENV_STATE or name in NEXT:
             raise FactoryError(f"{store.path}: key {key!r} clashes with a LeRobot column name")
@@ -253,10 +268,10 @@ def write_dataset(req: WriteRequest, on_episode: EpisodeCallback | None = None) 
     """
     lerobot = require_lerobot()
     store = req.store
-    exported = exported_keys(store, req.obs)
+    exported = exported_keys(store, req.obs, req.actions)
     if not any(k in store.schema.image_keys for k in exported):
         req = replace(req, video=None)  # no cameras: nothing to encode
-    features = lerobot_features(store, video=req.video is not None, obs=req.obs)
+    features = lerobot_features(store, req.video is not None, req.obs, req.actions)
     metas = req.store.all_meta()
     tasks = _tasks(req, metas)
     start = time.perf_counter()
@@ -277,7 +292,7 @@ def write_dataset(req: WriteRequest, on_episode: EpisodeCallback | None = None) 
         for n, index in enumerate(req.episodes, start=1):
             # Read in this thread: a reader thread measured slower (0.86-0.875x against 0.96x
             # of the direct loop): it fights add_frame and zarr's I/O thread for the GIL.
-            data = store.episode(index).to_dict()
+            data = episode_columns(store.episode(index).to_dict(), req.actions)
             columns = {name: data[key] for key, name in keys.items()}
             columns.update(derived_columns(store, req.obs, data, metas[index]))
             prov = provenance_text(metas[index], index, info)
@@ -300,6 +315,16 @@ def write_dataset(req: WriteRequest, on_episode: EpisodeCallback | None = None) 
         "features": list(features),
         "seconds": seconds,
     }
+
+
+def episode_columns(data: dict[str, np.ndarray], actions: str) -> dict[str, np.ndarray]:
+    """An episode's arrays as exported: with ``actions`` ``label``, ``action`` (T, A) is
+    the episode's ``action_label`` (and that key is gone)."""
+    if actions != "label":
+        return data
+    out = {k: v for k, v in data.items() if k != "action_label"}
+    out["action"] = data["action_label"]
+    return out
 
 
 def derived_columns(

@@ -17,7 +17,13 @@ from typing import Annotated
 import typer
 from rich.progress import TaskID
 
-from pipelines.cli_app import app
+from pipelines.cli_app import (
+    ActionNoise,
+    ActionNoiseCorr,
+    GeneratorParams,
+    app,
+    generator_params,
+)
 from pipelines.console import err_console, print_json, progress, user_errors
 from pipelines.demo import DEMO_ENVS
 
@@ -44,6 +50,9 @@ def collect(
     fsync: Annotated[
         bool, typer.Option("--fsync", help="Durable store: fsync every commit (slower).")
     ] = False,
+    action_noise: ActionNoise = 0.0,
+    action_noise_corr: ActionNoiseCorr = 0.0,
+    param: GeneratorParams = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print a JSON summary.")] = False,
 ) -> None:
     """Record episodes in the ground-truth env into a store."""
@@ -62,6 +71,7 @@ def collect(
         append=append,
         source=source,
         fsync=fsync,
+        generator_params=generator_params(param, action_noise, action_noise_corr),
     )
     plan = prepare_collect(cfg)
     with progress() as bar:

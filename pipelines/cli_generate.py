@@ -13,7 +13,14 @@ from typing import Annotated
 
 import typer
 
-from pipelines.cli_app import app, bench_app
+from pipelines.cli_app import (
+    ActionNoise,
+    ActionNoiseCorr,
+    GeneratorParams,
+    app,
+    bench_app,
+    generator_params,
+)
 from pipelines.console import LazyBar, err_console, print_json, user_errors
 
 
@@ -53,6 +60,9 @@ def generate(
     fsync: Annotated[
         bool, typer.Option("--fsync", help="Durable store: fsync every commit (slower).")
     ] = False,
+    action_noise: ActionNoise = 0.0,
+    action_noise_corr: ActionNoiseCorr = 0.0,
+    param: GeneratorParams = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print a JSON summary.")] = False,
 ) -> None:
     """Generate episodes inside the world model on Ray workers, into one store."""
@@ -82,6 +92,7 @@ def generate(
         context=context,
         device=device,
         gpus_per_worker=gpus_per_worker,
+        generator_params=generator_params(param, action_noise, action_noise_corr),
     )
     plan = prepare_generate(cfg)
     with LazyBar(f"generate {generator}") as bar:

@@ -45,6 +45,13 @@ def export_lerobot_cmd(
             "environment_state_agent_pos (the T's 16 keypoint coordinates + state, no cameras)."
         ),
     ] = "all",
+    actions: Annotated[
+        str,
+        typer.Option(
+            help="What action holds: executed (the store's action) | label (a store recorded "
+            "with --action-noise: the expert's clean actions, the ones to imitate)."
+        ),
+    ] = "executed",
     json_out: Annotated[bool, typer.Option("--json", help="Print a JSON summary.")] = False,
 ) -> None:
     """Write a store's episodes as a LeRobotDataset v3.0 (lerobot's own writer); a PushT
@@ -63,6 +70,7 @@ def export_lerobot_cmd(
         episodes=episodes,
         overwrite=overwrite,
         obs=obs,
+        actions=actions,
     )
     with LazyBar("export lerobot") as bar:
         summary = export_lerobot(cfg, lambda d, t, f: bar.update(d, t, f"{f} frames"))

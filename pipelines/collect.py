@@ -19,7 +19,7 @@ import numpy as np
 
 from factory.envs import make_world
 from factory.errors import FactoryError
-from factory.generators import EXPERTS, check_generator_world, make_generator
+from factory.generators import EXPERTS, check_generator_world, labels_actions, make_generator
 from factory.record import EpisodeResult, check_output, done_episodes, open_output
 from factory.record.runner import run_episode
 from factory.store import EpisodeStore
@@ -154,9 +154,10 @@ def prepare_collect(cfg: CollectConfig) -> CollectPlan:
     make_generator(cfg.generator, **_probe_params(cfg))  # fail fast on an unknown generator
     spec = _worker_world(cfg.env, cfg.resolution).spec
     check_generator_world(cfg.generator, spec.name)
-    check_output(cfg.out, spec, cfg.resolution, cfg.append)
+    labelled = labels_actions(cfg.generator_params)
+    check_output(cfg.out, spec, cfg.resolution, cfg.append, labelled)
     jobs = plan_jobs(cfg, done_episodes(cfg.out))
-    store = open_output(cfg.out, spec, cfg.resolution, cfg.append, cfg.fsync)  # create now
+    store = open_output(cfg.out, spec, cfg.resolution, cfg.append, cfg.fsync, labelled)
     return CollectPlan(cfg=cfg, store=store, jobs=jobs)
 
 
@@ -195,6 +196,8 @@ def run_collect(
 
 def _probe_params(cfg: CollectConfig) -> dict[str, Any]:
     """Parameters that make a throwaway generator for validating the name."""
-    if cfg.generator == "replay":
-        return {"actions": np.zeros((1, 2), np.float32), "config": np.zeros(5)}
+    if cfg.generator == "replay":  # its --param may only be the noise (checked as it is)
+        return {"actions": np.zeros((1, 2), np.float32), "config": np.zeros(5)} | dict(
+            cfg.generator_params
+        )
     return dict(cfg.generator_params)

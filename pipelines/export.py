@@ -47,7 +47,9 @@ class ExportConfig:
 
     ``episodes``: a selection such as ``"0:10,15"`` (half-open ranges and indices; None:
     all); ``only_success`` then keeps the successful ones. ``video`` False stores PNG images.
-    ``obs``: what besides ``action`` is written (:data:`~exporters.lerobot_export.OBS_TYPES`).
+    ``obs``: what besides ``action`` is written (:data:`~exporters.lerobot_export.OBS_TYPES`);
+    ``actions``: which actions ``action`` holds (:data:`~exporters.lerobot_export.ACTIONS`:
+    the executed ones, or a DART store's labels).
     """
 
     store: Path
@@ -62,6 +64,7 @@ class ExportConfig:
     episodes: str | None = None
     overwrite: bool = False
     obs: str = "all"
+    actions: str = "executed"
 
 
 @dataclass(frozen=True)
@@ -146,12 +149,12 @@ def export_lerobot(cfg: ExportConfig, on_progress: Progress | None = None) -> di
     check_out(cfg)
     with EpisodeStore.open(cfg.store, mode="r") as store:
         episodes = select_episodes(store, cfg.episodes, cfg.only_success)
-        lerobot_features(store, video=cfg.video, obs=cfg.obs)
+        lerobot_features(store, cfg.video, cfg.obs, cfg.actions)
         fps = integer_fps(store)
         require_lerobot()
         tmp = cfg.out.parent / f".{cfg.out.name}.exporting-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         cfg.out.parent.mkdir(parents=True, exist_ok=True)
-        req = WriteRequest(store, episodes, tmp, cfg.repo_id, video, cfg.task, cfg.obs)
+        req = WriteRequest(store, episodes, tmp, cfg.repo_id, video, cfg.task, cfg.obs, cfg.actions)
         try:
             result = write_dataset(req, on_progress)
         except BaseException:
@@ -166,6 +169,7 @@ def export_lerobot(cfg: ExportConfig, on_progress: Progress | None = None) -> di
         "fps": fps,
         "video": cfg.video,
         "obs": cfg.obs,
+        "actions": cfg.actions,
         "vcodec": cfg.vcodec if cfg.video else None,
         "crf": (cfg.crf if cfg.crf is not None else DEFAULT_CRF[cfg.vcodec]) if cfg.video else None,
         "features": result["features"],

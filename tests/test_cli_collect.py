@@ -126,6 +126,27 @@ def test_unknown_generator_lists_valid(tmp_path: Path) -> None:
     )
 
 
+def test_param_sets_a_generator_knob(tmp_path: Path) -> None:
+    speeds = {}
+    for limit in ("40", "8"):  # play's per-step cursor speed limit (px): the default, and 8
+        out = tmp_path / f"p{limit}.zarr"
+        args = ["--episodes", "2", "--generator", "play", "--param", f"max_speed={limit}"]
+        assert _collect(out, *args).exit_code == 0
+        with EpisodeStore.open(out) as store:
+            assert store.all_meta()[0].generator_params["max_speed"] == float(limit)
+            speeds[limit] = np.linalg.norm(np.diff(store.load()["action"], axis=0), axis=1)
+    assert np.median(speeds["8"]) < 0.5 * np.median(speeds["40"])  # (diffs span episodes)
+
+
+@pytest.mark.parametrize(
+    ("param", "needle"), [("warp=3", "warp"), ("max_speed", "KEY=VALUE"), ("max_speed=x", "number")]
+)
+def test_bad_param_is_one_line(tmp_path: Path, param: str, needle: str) -> None:
+    out = tmp_path / "x.zarr"
+    assert_one_line_error(_collect(out, "--generator", "play", "--param", param), needle)
+    assert not out.exists()
+
+
 def test_replay_without_source(tmp_path: Path) -> None:
     assert_one_line_error(_collect(tmp_path / "x.zarr", "--generator", "replay"), "--source")
 

@@ -22,7 +22,15 @@ from factory.envs.pusht import pusht_spec
 from factory.errors import FactoryError
 from factory.gen.jobs import GenJob
 from factory.gen.perturb import perturb_actions
-from factory.generators import EXPERTS, GENERATOR_WORLDS, GENERATORS, check_generator_world
+from factory.generators import (
+    EXPERTS,
+    GENERATOR_WORLDS,
+    GENERATORS,
+    check_generator_world,
+    labels_actions,
+    make_generator,
+)
+from factory.generators.dart import split_noise
 from factory.model import read_config
 from factory.model.files import model_dir_or_default, model_identity
 from factory.model.registry import kind_of, world_of
@@ -76,6 +84,11 @@ class GeneratePlan:
     jobs: list[GenJob]
 
     @property
+    def labelled(self) -> bool:
+        """Whether the generator labels its steps (``action_label`` in the store)."""
+        return labels_actions(self.cfg.generator_params)
+
+    @property
     def skipped(self) -> int:
         return self.cfg.episodes - len(self.jobs)
 
@@ -83,7 +96,9 @@ class GeneratePlan:
         """The output store, created on first use."""
         if self.store is None:
             res = self.spec.image_shape[0]
-            self.store = open_output(self.cfg.out, self.spec, res, self.cfg.append, self.cfg.fsync)
+            self.store = open_output(
+                self.cfg.out, self.spec, res, self.cfg.append, self.cfg.fsync, self.labelled
+            )
         return self.store
 
     def close(self) -> None:
@@ -114,6 +129,19 @@ def _check_numbers(cfg: GenerateConfig) -> None:
         )
 
 
+def _check_generator_params(cfg: GenerateConfig) -> None:
+    """Refuse bad ``--param`` / ``--action-noise`` values here, not in a worker: the
+    generator is built once to check them (replay and policy take no ``--param``)."""
+    own, _ = split_noise(cfg.generator_params)
+    if cfg.generator in ("replay", "policy"):
+        if own:
+            raise FactoryError(
+                f"--generator {cfg.generator} takes no --param (got {', '.join(sorted(own))})"
+            )
+        return
+    make_generator(cfg.generator, **cfg.generator_params)
+
+
 def _generator_action_dim(cfg: GenerateConfig, resolution: int) -> int:
     if cfg.generator == "policy":
         from factory.generators.policy import policy_action_dim
@@ -139,6 +167,7 @@ def _generator_world(name: str) -> str:
 def plan_generate(cfg: GenerateConfig) -> GeneratePlan:
     """Validate everything and open an existing output store, before any work starts."""
     _check_numbers(cfg)
+    _check_generator_params(cfg)
     model_dir = model_dir_or_default(cfg.model, _generator_world(cfg.generator))
     mcfg = read_config(model_dir)
     missing = kind_of(mcfg).missing_for_rollout(mcfg)
@@ -154,13 +183,14 @@ def plan_generate(cfg: GenerateConfig) -> GeneratePlan:
             f"takes {mcfg.action_dim}-D actions; use a matching model or generator"
         )
     base_jobs = _replay_jobs(cfg, resolution) if cfg.generator == "replay" else None
-    check_output(cfg.out, spec, resolution, cfg.append)
+    labelled = labels_actions(cfg.generator_params)
+    check_output(cfg.out, spec, resolution, cfg.append, labelled)
     jobs = plan_jobs(cfg, done_episodes(cfg.out), base_jobs)
     model_id = model_identity(model_dir)
     # an existing store is opened (and locked) now; a new one waits for the workers
     store = None
     if cfg.out.exists():
-        store = open_output(cfg.out, spec, resolution, cfg.append, cfg.fsync)
+        store = open_output(cfg.out, spec, resolution, cfg.append, cfg.fsync, labelled)
     return GeneratePlan(cfg, model_dir, model_id, spec, store, jobs)
 
 
@@ -242,7 +272,7 @@ def _replay_jobs(cfg: GenerateConfig, resolution: int) -> list[GenJob]:
 
 def _perturbed(cfg: GenerateConfig, template: GenJob, seed: int, stop: bool) -> GenJob:
     """The template replay with this seed's perturbation of its actions."""
-    params = dict(template.generator_params)
+    params = {**template.generator_params, **cfg.generator_params}  # + DART noise, if any
     knobs = {"noise": cfg.replay_noise, "time_warp": cfg.replay_time_warp}
     if cfg.replay_noise or cfg.replay_time_warp:
         rng = np.random.default_rng(seed)

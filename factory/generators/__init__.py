@@ -8,6 +8,7 @@ from typing import Any
 
 from factory.errors import FactoryError
 from factory.generators.base import ActionGenerator, build_params
+from factory.generators.dart import NoisyExecution, labels_actions, split_noise
 
 
 def _make_play(**params: Any) -> ActionGenerator:
@@ -98,13 +99,20 @@ MODEL_WORLD_SUFFIX = "-model"  # ModelWorld's spec name: f"{world}-model"
 
 
 def make_generator(name: str, **params: Any) -> ActionGenerator:
-    """A generator by name; unknown names or parameters raise :class:`FactoryError`."""
+    """A generator by name; unknown names or parameters raise :class:`FactoryError`.
+
+    Every generator also takes ``action_noise`` (> 0: DART-style noise injection, see
+    :mod:`factory.generators.dart`) and ``action_noise_corr``; its recordings then hold the
+    clean action as ``action_label`` beside the executed ``action``.
+    """
     factory = GENERATORS.get(name)
     if factory is None:
         raise FactoryError(
             f"unknown generator {name!r}; valid generators: {', '.join(sorted(GENERATORS))}"
         )
-    return factory(**params)
+    own, noise = split_noise(params)
+    generator = factory(**own)
+    return generator if noise is None else NoisyExecution(generator, noise)
 
 
 def generators_for(world: str) -> list[str]:
@@ -138,5 +146,6 @@ __all__ = [
     "ActionGenerator",
     "check_generator_world",
     "generators_for",
+    "labels_actions",
     "make_generator",
 ]

@@ -45,6 +45,7 @@ class ExpertParams:
     max_depth: float = 130.0  # px: the deepest stroke considered
     waypoint_radius: float = 14.0  # px: switch to the next waypoint this close
     settle_tol: float = 2.0  # px: how close to the stroke start before pushing
+    settle_speed: float = 20.0  # px/s: ... and how slow (the agent's velocity, not observed)
     end_tol: float = 0.7  # px: a stroke ends this close to its end point
     max_stroke_steps: int = 12  # steps before a stroke is abandoned
     max_travel_steps: int = 30  # steps of repositioning before replanning
@@ -94,6 +95,7 @@ class ExpertGenerator:
         self._hold: np.ndarray | None = None
         self._best_err = np.inf
         self._stall = 0
+        self._settling = False
 
     def reset(self, seed: int, obs: Observation) -> None:
         self._rng = np.random.default_rng(seed)
@@ -104,6 +106,7 @@ class ExpertGenerator:
         pose = self._filter.update(raw, still=self._phase != "push")
         self._track_velocity(agent)
         self._stall += 1
+        self._settling = False
         if obs.success:
             target = self._hold_target(agent, pose)
         else:
@@ -112,6 +115,18 @@ class ExpertGenerator:
         action = board_clip(target).astype(np.float32)
         self._prev_agent, self._prev_action = agent, action.astype(np.float64)
         return action
+
+    def needs_precision(self) -> bool:
+        """Whether the last action is the final approach to a stroke's start, where the
+        expert waits for the agent to come to rest before it pushes: noise injection
+        (:mod:`~factory.generators.dart`) leaves that step alone, since noise there only
+        makes the expert wait (its demos then hover instead of push)."""
+        return self._settling
+
+    def executed(self, action: np.ndarray) -> None:
+        """The action (2,) the world executed instead of the last one returned (under
+        :mod:`~factory.generators.dart` noise): the velocity estimate's PD model uses it."""
+        self._prev_action = np.asarray(action, np.float64).copy()
 
     def _hold_target(self, agent: np.ndarray, pose: np.ndarray) -> np.ndarray:
         """Hold still after success, a few pixels clear of the block so as not to nudge it."""
@@ -188,9 +203,11 @@ class ExpertGenerator:
                 last = len(push.path) == 1
                 settled = (
                     np.linalg.norm(agent - push.path[0]) < self.p.settle_tol
-                    and np.linalg.norm(self._vel) < 10.0 * self.p.settle_tol
+                    and np.linalg.norm(self._vel) < self.p.settle_speed
                 )
                 if not (last and settled):
+                    near = np.linalg.norm(agent - push.path[0]) < self.p.waypoint_radius
+                    self._settling = last and bool(near)
                     return push.path[0]
             self._phase = "push"
         self._stroke_steps += 1

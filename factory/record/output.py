@@ -20,14 +20,18 @@ def view_key(camera: str) -> str:
     return f"image_{camera}"
 
 
-def store_schema(spec: WorldSpec) -> StoreSchema:
+def store_schema(spec: WorldSpec, labelled: bool = False) -> StoreSchema:
     """The episode-store schema that a world's episodes are recorded with: ``image`` the
-    main camera and ``image_<cam>`` (same shape) for every camera after it."""
+    main camera and ``image_<cam>`` (same shape) for every camera after it; with
+    ``labelled`` (a DART generator, :func:`~factory.generators.labels_actions`) also
+    ``action_label``, the clean action beside the executed ``action``."""
     image = KeySpec(shape=spec.image_shape, dtype="uint8")
+    action = KeySpec(shape=(spec.action_dim,), dtype="float32")
     return StoreSchema(
         keys={
             "image": image,
-            "action": KeySpec(shape=(spec.action_dim,), dtype="float32"),
+            "action": action,
+            **({"action_label": action} if labelled else {}),
             "state": KeySpec(shape=(spec.state_dim,), dtype="float32"),
             "task_state": KeySpec(shape=(len(spec.task_state_names),), dtype="float32"),
             **{view_key(cam): image for cam in spec.extra_cameras},
@@ -44,7 +48,9 @@ def store_attrs(spec: WorldSpec, resolution: int) -> dict[str, Any]:
     return attrs
 
 
-def check_output(out: Path, spec: WorldSpec, resolution: int, append: bool) -> None:
+def check_output(
+    out: Path, spec: WorldSpec, resolution: int, append: bool, labelled: bool = False
+) -> None:
     """Refuse an output that :func:`open_output` would refuse, creating nothing.
 
     An existing store is opened read-only to check that it fits (and that no other writer
@@ -60,18 +66,24 @@ def check_output(out: Path, spec: WorldSpec, resolution: int, append: bool) -> N
     if not append:
         raise FactoryError(f"{out} already exists; pass --append to add to it")
     with EpisodeStore.open(out, mode="r") as store:
-        store.check_compatible(store_schema(spec), store_attrs(spec, resolution))
+        store.check_compatible(store_schema(spec, labelled), store_attrs(spec, resolution))
 
 
 def open_output(
-    out: Path, spec: WorldSpec, resolution: int, append: bool, fsync: bool = False
+    out: Path,
+    spec: WorldSpec,
+    resolution: int,
+    append: bool,
+    fsync: bool = False,
+    labelled: bool = False,
 ) -> EpisodeStore:
-    """Create ``out``, or (with ``append``) reopen and check it fits this world.
+    """Create ``out``, or (with ``append``) reopen and check it fits this world (and
+    ``labelled``: whether its episodes carry ``action_label``, see :func:`store_schema`).
 
     ``fsync`` (``--fsync``): the store is durable, created so or marked so once it fits;
     every commit is fsynced and survives a power cut (:mod:`factory.store.durable`).
     """
-    schema = store_schema(spec)
+    schema = store_schema(spec, labelled)
     attrs = store_attrs(spec, resolution)
     if out.exists():
         if not append:

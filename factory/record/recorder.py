@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -32,14 +32,25 @@ class Policy(Protocol):
     def act(self, obs: Observation) -> np.ndarray: ...
 
 
+@runtime_checkable
+class Labelled(Protocol):
+    """A policy whose executed action is not the action it labels the step with (DART
+    noise injection, :class:`~factory.generators.dart.NoisyExecution`): ``last_label`` is
+    the label (A,) of its last ``act``."""
+
+    last_label: np.ndarray | None
+
+
 @dataclass(frozen=True)
 class EpisodeResult:
     """One recorded episode, ready for ``EpisodeStore.append_episode(data, meta)``.
 
     data: ``image`` (T, H, W, 3) uint8, ``action`` (T, A) float32, ``state`` (T, S) float32,
     ``task_state`` (T, K) float32 (the world's task state: privileged in the ground truth,
-    the probe's estimate in the world model), and ``image_<cam>`` (T, H, W, 3) uint8 for
-    every camera after the main one (the observations' ``views``).
+    the probe's estimate in the world model), ``image_<cam>`` (T, H, W, 3) uint8 for
+    every camera after the main one (the observations' ``views``), and ``action_label``
+    (T, A) float32 when the generator labels its steps (DART: ``action`` is what was
+    executed, ``action_label`` what the supervisor wanted there).
     """
 
     data: dict[str, np.ndarray]
@@ -59,18 +70,26 @@ class EpisodeRecorder:
         self._actions: list[np.ndarray] = []
         self._states: list[np.ndarray] = []
         self._task_states: list[np.ndarray] = []
+        self._labels: list[np.ndarray] = []
         self._views: dict[str, list[np.ndarray]] = {}
         self.scores: list[float] = []
         self.succeeded = False
 
-    def record(self, obs: Observation, action: np.ndarray) -> None:
-        """Step ``t``: the observation (copied, every camera) and the action (A,) taken
-        from it. Every step of an episode must show the same cameras."""
+    def record(self, obs: Observation, action: np.ndarray, label: np.ndarray | None = None) -> None:
+        """Step ``t``: the observation (copied, every camera), the action (A,) taken from
+        it and, for a labelling generator, its label (A,). Every step of an episode must
+        show the same cameras, and have a label or not."""
         if len(self._actions) and set(obs.views) != set(self._views):
             raise FactoryError(
                 f"step {len(self._actions)} shows cameras {sorted(obs.views)}, the episode "
                 f"so far {sorted(self._views)}"
             )
+        if len(self._actions) and (label is None) != (len(self._labels) == 0):
+            raise FactoryError(
+                f"step {len(self._actions)}: an episode's steps are all labelled or none"
+            )
+        if label is not None:
+            self._labels.append(np.asarray(label, np.float32).copy())
         self._frames.append(np.array(obs.frame, copy=True))
         for cam, frame in obs.views.items():
             self._views.setdefault(cam, []).append(np.array(frame, copy=True))
@@ -97,6 +116,7 @@ class EpisodeRecorder:
             "action": np.stack(self._actions),
             "state": np.stack(self._states),
             "task_state": np.stack(self._task_states),
+            **({"action_label": np.stack(self._labels)} if self._labels else {}),
             **{view_key(cam): np.stack(frames) for cam, frames in self._views.items()},
         }
 

@@ -28,7 +28,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from factory.errors import FactoryError
-from factory.record.recorder import EpisodeRecorder, EpisodeResult, Policy
+from factory.record.recorder import EpisodeRecorder, EpisodeResult, Labelled, Policy
 from factory.world import Observation, World, WorldObs
 
 StepHook = Callable[[int, WorldObs], None]
@@ -91,13 +91,15 @@ class LiveEpisode:
         self.index, self.record = index, record
         self.rec = EpisodeRecorder()
         self.steps = 0
+        self.label: np.ndarray | None = None  # the policy's label of its last action
         self.policy.reset(self.spec.seed, self.obs)
 
     def act(self) -> np.ndarray:
         """The policy's next action (A,) float32, recorded with the observation it answers."""
         action = np.asarray(self.policy.act(self.obs), np.float32)
         if self.record:
-            self.rec.record(self.obs, action)
+            self.label = self.policy.last_label if isinstance(self.policy, Labelled) else None
+            self.rec.record(self.obs, action, self.label)
         return action
 
     def observe(self, obs: Observation, action: np.ndarray) -> bool:
@@ -112,7 +114,7 @@ class LiveEpisode:
         self.rec.observe(obs)
         if self.spec.stop_on_success and self.rec.succeeded:
             if self.record:
-                self.rec.record(obs, action)
+                self.rec.record(obs, action, None if self.label is None else action)
             return True
         return self.steps >= self.spec.steps
 
