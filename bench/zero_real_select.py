@@ -95,7 +95,8 @@ def evaluate(a: argparse.Namespace, ckpt: Path, out: Path) -> dict[str, float]:
                 "--env.type=pusht", "--eval.use_async_envs=false",
                 "--env.obs_type=environment_state_agent_pos",
                 f"--env.episode_length={a.episode_length}", f"--eval.n_episodes={a.episodes}",
-                "--eval.batch_size=10", f"--seed={a.eval_seed}", f"--output_dir={out}"]  # fmt: skip
+                "--eval.batch_size=10", f"--seed={a.eval_seed}", f"--output_dir={out}",
+                *(f"--policy.{item}" for item in a.eval_policy)]  # fmt: skip
         _run(argv, out.with_suffix(".log"))
     return report.read_eval(out / "eval_info.json")
 
@@ -148,7 +149,9 @@ def main(argv: list[str] | None = None) -> None:
         scores = {}
         for step in sorted({*a.saves, a.steps}):
             ckpt = folder / "checkpoints" / f"{step:06d}" / "pretrained_model"
-            scores[str(step)] = evaluate(a, ckpt, a.work / "eval" / folder.name / str(step))
+            tail = "".join(f"-{x.replace('=', '')}" for x in a.eval_policy)
+            out = a.work / "eval" / folder.name / f"{step}{tail}"
+            scores[f"{step}{tail}"] = evaluate(a, ckpt, out)
         results[name] = {
             "policy": CANDIDATES[name][0],
             "overrides": CANDIDATES[name][1],
@@ -158,7 +161,7 @@ def main(argv: list[str] | None = None) -> None:
             "real": scores,
         }
     keys = ("data", "steps", "saves", "batch", "seed", "episodes", "eval_seed", "demos_noise",
-            "expert_param")  # fmt: skip
+            "expert_param", "eval_policy")  # fmt: skip
     setup = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(a).items() if k in keys}
     print(json.dumps({"setup": setup, "candidates": results}, indent=1))
 
@@ -178,6 +181,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--episodes", type=int, default=50, help="selection episodes (50)")
     ap.add_argument("--eval-seed", type=int, default=600000, help="first selection seed")
     ap.add_argument("--episode-length", type=int, default=300)
+    ap.add_argument("--eval-policy", action="append", default=[], metavar="KEY=VALUE",
+                    help="evaluate with this policy setting changed (lerobot-eval "
+                    "--policy.KEY=VALUE, e.g. n_action_steps=4; repeatable)")  # fmt: skip
     ap.add_argument(
         "--demos-noise",
         type=float,
