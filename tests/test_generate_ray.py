@@ -317,6 +317,7 @@ def _script(script: str, tmp_path: Path, model_dir: Path) -> Any:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow  # 8 Ray workers on 2 cores: about 50 s, the default suite's slowest test
 def test_quarter_gpu_workers_land_four_to_a_gpu(model_dir: Path, tmp_path: Path) -> None:
     """A local Ray that declares 2 GPUs, --gpus-per-worker 0.25: the 8 workers ask for a
     quarter GPU each and land 4 on GPU 0, 4 on GPU 1. A real worker given a GPU on this
