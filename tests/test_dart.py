@@ -131,9 +131,10 @@ def test_a_recording_is_labelled_throughout_or_not_at_all() -> None:
 
 @pytest.fixture(scope="module")
 def noisy(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """2 expert episodes of 25 steps, executed with 6 px of noise."""
+    """2 expert episodes of at most 150 steps, executed with 6 px of noise (the first
+    succeeds, seed 0: about 60 steps)."""
     out = tmp_path_factory.mktemp("dart") / "noisy.zarr"
-    args = ["collect", "--generator", "expert", "--episodes", "2", "--steps", "25"]
+    args = ["collect", "--generator", "expert", "--episodes", "2", "--steps", "150"]
     result = runner.invoke(
         app, [*args, "--resolution", "32", "--action-noise", "6", "--out", str(out)]
     )
@@ -148,6 +149,8 @@ def test_the_store_keeps_executed_actions_and_labels(noisy: Path, tmp_path: Path
     assert params["action_noise"] == 6.0
     diff = data["action"] - data["action_label"]
     assert 3.0 < diff.std() < 9.0  # the executed actions carry the noise
+    quiet = np.abs(diff).sum(axis=1) == 0  # the expert's final approaches to a stroke start
+    assert 0.0 < quiet.mean() < 0.5
     replayed = tmp_path / "replayed.zarr"
     args = ["collect", "--generator", "replay", "--source", str(noisy), "--episodes", "2"]
     result = runner.invoke(app, [*args, "--resolution", "32", "--out", str(replayed)])
@@ -156,6 +159,15 @@ def test_the_store_keeps_executed_actions_and_labels(noisy: Path, tmp_path: Path
         again = store.load()
     assert "action_label" not in again  # a replay executes without noise: nothing to label
     np.testing.assert_allclose(again["task_state"], data["task_state"], atol=1e-4)
+
+
+def test_a_success_holds_the_last_action_and_its_label(noisy: Path) -> None:
+    with EpisodeStore.open(noisy) as store:
+        assert store.all_meta()[0].success
+        ep = store.episode(0).to_dict()
+    for key in ("action", "action_label"):  # the success frame repeats the step before it
+        np.testing.assert_array_equal(ep[key][-1], ep[key][-2])
+    assert not np.array_equal(ep["action"][-1], ep["action_label"][-1])
 
 
 def test_appending_other_labelling_is_refused(noisy: Path) -> None:

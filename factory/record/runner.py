@@ -106,15 +106,15 @@ class LiveEpisode:
         """Take the world's answer to ``action`` (A,); True when the episode is over.
 
         It is over on its first success when it stops on success (that observation is
-        recorded with ``action`` held, so the last frame shows the success), else when it
-        has taken its ``steps`` steps.
+        recorded with ``action`` held, and a labelling policy's last label with it, so the
+        last frame shows the success), else when it has taken its ``steps`` steps.
         """
         self.obs = obs
         self.steps += 1
         self.rec.observe(obs)
         if self.spec.stop_on_success and self.rec.succeeded:
             if self.record:
-                self.rec.record(obs, action, None if self.label is None else action)
+                self.rec.record(obs, action, self.label)
             return True
         return self.steps >= self.spec.steps
 
