@@ -4,12 +4,12 @@ RAM), ``image`` with ``lerobot-train``; both are scored by the same ``lerobot-ev
 
 from __future__ import annotations
 
-import json
 import shlex
 import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+from zero_real_policies import state_policy
 from zero_real_run import LEROBOT_ENV, Plan, Run, checkpoints, datasets, picked
 
 OBS = {"state": "environment_state_agent_pos", "image": "pixels_agent_pos"}
@@ -39,14 +39,14 @@ def stage_export(arm: str) -> Stage:
 def _train_state(run: Run, d: str) -> None:
     p = run.plan
     run_dir = p.path("train", "state", d)
-    if p.state_steps in checkpoints(run_dir):
+    steps, saves = p.state_schedule(d)
+    if steps in checkpoints(run_dir):
         return
     args = [
         "policy", "train", str(p.path("lerobot", "state", d)), str(run_dir),
-        "--repo-id", f"local/zero_real_state_{d}", "--policy", "act",
-        "--config", p.state_policy, "--steps", str(p.state_steps),
-        "--batch-size", str(p.state_batch),
-        "--save", ",".join(str(s) for s in p.state_saves), "--seed", str(p.train_seed),
+        "--repo-id", f"local/zero_real_state_{d}", *state_policy(p.state_policy).train_args(),
+        "--steps", str(steps), "--batch-size", str(p.state_batch),
+        "--save", ",".join(str(s) for s in saves), "--seed", str(p.train_seed),
         "--device", p.device, "--json",
     ]  # fmt: skip
     info = run.cmd("train_state", "factory", args, env=LEROBOT_ENV)
@@ -133,11 +133,3 @@ def stage_eval(arm: str, worlds: tuple[str, ...]) -> Stage:
                     run.cmd(f"eval_{arm}", "lerobot-eval", args, env=LEROBOT_ENV)
 
     return go
-
-
-def policy_overrides(text: str) -> str:
-    """``--state-policy`` checked: a JSON object of ACT config fields."""
-    value = json.loads(text)
-    if not isinstance(value, dict):
-        raise ValueError(f"--state-policy must be a JSON object, got {text!r}")
-    return text

@@ -19,8 +19,10 @@ Run it from the repository root; rerun the same command after an interruption. S
   - ``state`` (primary): lerobot's state observations (``--obs
     environment_state_agent_pos``: the T's 8 keypoints and the agent; for G and M's
     generated half the keypoints come from the model's own block pose), trained with
-    ``factory policy train`` (lerobot's ACT, in RAM) on R and G at every ``--sizes`` and on
-    M, a checkpoint at each ``--state-saves`` step: the checkpoints of the agreement.
+    ``factory policy train`` (lerobot's policy in RAM; ``--state-policy``, a name in
+    ``bench/zero_real_policies.py``) on R and G at every ``--sizes`` and on M. N demos
+    train ``--state-steps``, k demos k/N as many (the same epochs), each checkpointed at
+    the ``--state-saves`` fractions and at its end: the checkpoints of the agreement.
   - ``image``: the image ACT of the seed, trained with ``lerobot-train`` on R, G and M at N,
     at the CPU budget of ``--image-steps``.
 - **eval**: ``lerobot-eval`` of every checkpoint on the same held-out seeds (500000 +
@@ -31,8 +33,11 @@ Run it from the repository root; rerun the same command after an interruption. S
 
 ``WORK/state.json`` records the config, every command as it ran (exit status, wall time,
 log under ``WORK/logs/``) and each stage's wall time; a finished stage, export, checkpoint
-or evaluation is never redone. A work directory made with other settings is refused
-(exit 2). The policy settings were chosen on R alone (docs/RESULTS.md), never on G or M.
+or evaluation is never redone. A work directory made with other shared settings is
+refused (exit 2); one whose arm's settings changed is refused too unless
+``--restart-arm ARM`` redoes that arm (its old runs and scores move to
+``WORK/superseded/``; the demos, exports and the other arm are kept). The policy settings
+were chosen on R alone (docs/RESULTS.md), never on G or M.
 """
 
 from __future__ import annotations
@@ -40,18 +45,18 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import shutil
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import zero_real_report as report
-from zero_real_arms import policy_overrides, stage_eval, stage_export, stage_train
-from zero_real_run import BIN, Plan, Run, StageError, hold_still, score_rows, usable
+from zero_real_arms import stage_eval, stage_export, stage_train
+from zero_real_demos import stage_g, stage_m, stage_null, stage_r, stage_transfer
+from zero_real_policies import state_policy
+from zero_real_run import BIN, Plan, Run, StageError, score_rows
 
 from factory.eval.contact_sheet import contact_sheet
-from factory.store import EpisodeStore, merge_stores
 
 log = logging.getLogger("zero_real_data")
 REPO = Path(__file__).resolve().parent.parent
@@ -73,34 +78,6 @@ IMAGE_ACT_TINY = (
     "--policy.n_heads=2 --policy.dim_feedforward=128 --policy.n_encoder_layers=1 "
     "--policy.n_decoder_layers=1 --policy.chunk_size=8 --policy.n_action_steps=8"
 )
-STATE_ACT = json.dumps(
-    dict(
-        normalization_mapping=dict(
-            VISUAL="MEAN_STD", STATE="MEAN_STD", ENV="MEAN_STD", ACTION="MEAN_STD"
-        ),
-        dim_model=128,
-        n_heads=4,
-        dim_feedforward=512,
-        n_encoder_layers=2,
-        n_decoder_layers=1,
-        chunk_size=16,
-        n_action_steps=16,
-        use_vae=False,
-        optimizer_lr=3e-4,
-    )
-)
-STATE_ACT_TINY = json.dumps(
-    dict(
-        dim_model=32,
-        n_heads=2,
-        dim_feedforward=64,
-        n_encoder_layers=1,
-        n_decoder_layers=1,
-        chunk_size=8,
-        n_action_steps=8,
-        use_vae=False,
-    )
-)
 FULL: dict[str, Any] = dict(
     work="runs/zero_real_data",
     n=100,
@@ -108,9 +85,9 @@ FULL: dict[str, Any] = dict(
     episodes=50,
     eval_batch=10,
     episode_length=300,
-    state_policy=STATE_ACT,
-    state_steps=5000,
-    state_saves=(1500, 5000),
+    state_policy="diffusion_small",
+    state_steps=11000,
+    state_saves=(0.5,),
     state_batch=64,
     image_policy=IMAGE_ACT,
     image_steps=1000,
@@ -125,9 +102,9 @@ TINY: dict[str, Any] = dict(
     episodes=2,
     eval_batch=2,
     episode_length=30,
-    state_policy=STATE_ACT_TINY,
+    state_policy="diffusion_tiny",
     state_steps=4,
-    state_saves=(2, 4),
+    state_saves=(0.5,),
     state_batch=4,
     image_policy=IMAGE_ACT_TINY,
     image_steps=2,
@@ -137,121 +114,16 @@ TINY: dict[str, Any] = dict(
 )
 
 
-# ---------------------------------------------------------------- demonstrations
-def _rounds(
-    run: Run, stage: str, store: Path, only_success: bool, base: list[str], env: dict[str, str]
-) -> dict:
-    """Rounds of N fresh seeds until N usable episodes or ``max_rounds`` rounds."""
-    p, st = run.plan, run.stage(stage)
-    while len(usable(store, only_success)) < p.n and st.get("rounds_done", 0) < p.max_rounds:
-        r = st.get("rounds_done", 0)
-        seed = p.demo_seed + r * p.n
-        args = [
-            *base,
-            "--episodes",
-            str(p.n),
-            "--steps",
-            str(p.demo_steps),
-            "--seed",
-            str(seed),
-            "--out",
-            str(store),
-            "--json",
-            *(["--append"] if store.exists() else []),
-        ]
-        run.cmd(stage, "factory", args, env=env)
-        st["rounds_done"] = r + 1
-        run.save()
-    got = usable(store, only_success)
-    stored = 0
-    if store.exists():
-        with EpisodeStore.open(store) as s:
-            stored = s.n_episodes
-    tried = st.get("rounds_done", 0) * p.n
-    if len(got) < p.n:
-        run.note(f"{stage}: {len(got)} usable demos of {p.n} after {tried} seeds tried")
-    return {"seeds_tried": tried, "stored": stored, "usable": len(got), "used": min(p.n, len(got))}
-
-
-def stage_r(run: Run) -> dict:
-    base = ["collect", "--env", "pusht", "--generator", "expert", *run.plan.noise_args]
-    return _rounds(run, "R", run.plan.path("stores", "R.zarr"), True, base, {})
-
-
-def stage_g(run: Run) -> dict:
-    p = run.plan
-    base = [
-        "generate",
-        "--generator",
-        "expert",
-        "--batch-size",
-        str(p.gen_batch),
-        "--workers",
-        "1",
-        "--device",
-        p.device,
-        *([] if p.g_all else ["--only-success"]),
-        *(["--model", p.model] if p.model else []),
-        *p.noise_args,
-    ]
-    if p.g_all:
-        run.note("G keeps failed generated episodes (--g-all): a plumbing check, not a result")
-    return _rounds(run, "G", p.path("stores", "G.zarr"), not p.g_all, base, {})
-
-
-def stage_transfer(run: Run) -> dict | None:
-    """Replay G's demos open loop in the ground truth (``factory eval transfer``): do the
-    generated successes succeed in the real task? Demos only, before any policy."""
-    store = run.plan.path("stores", "G.zarr")
-    if not usable(store, not run.plan.g_all):
-        return None
-    out = run.cmd("transfer", "factory", ["eval", "transfer", str(store), "--json"])
-    keys = (
-        "model_success",
-        "real_success",
-        "real_success_given_model_success",
-        "block_err_px_median",
-        "angle_err_deg_median",
-    )
-    return {k: out.get(k) for k in keys} | {"episodes": len(out.get("per_episode", []))}
-
-
-def stage_null(run: Run) -> dict:
-    """The floor in each world: a policy that holds the agent still, on the eval seeds."""
-    return {world: hold_still(run.plan, world) for world in report.WORLDS}
-
-
-def stage_m(run: Run) -> dict:
-    p = run.plan
-    r_store, g_store, m_store = (p.path("stores", f"{d}.zarr") for d in "RGM")
-    half = p.n // 2
-    r_pick = usable(r_store, True)[:half]
-    taken = {seed for seed, _ in r_pick}
-    g_pick = [x for x in usable(g_store, not p.g_all) if x[0] not in taken][: p.n - half]
-    if not g_pick:
-        run.note("M: no generated demos to mix; M not built")
-        return {"skipped": True}
-    if m_store.exists():
-        shutil.rmtree(m_store)  # an interrupted merge
-    sel = [[i for _, i in r_pick], [i for _, i in g_pick]]
-    merge_stores([r_store, g_store], m_store, episodes=sel, attrs={"zero_real_data": "M"})
-    run.state["commands"].append(
-        {
-            "stage": "M",
-            "rc": 0,
-            "wall_s": 0.0,
-            "cmd": (
-                f"python: factory.store.merge_stores([{str(r_store)!r}, {str(g_store)!r}], "
-                f"{str(m_store)!r}, episodes={sel})"
-            ),
-        }
-    )
-    return {"real": len(r_pick), "generated": len(g_pick)}
-
-
 # ---------------------------------------------------------------- command line
 def _ints(text: str) -> tuple[int, ...]:
     return tuple(int(x) for x in text.split(",") if x.strip())
+
+
+def _fracs(text: str) -> tuple[float, ...]:
+    out = tuple(float(x) for x in text.split(",") if x.strip())
+    if not all(0 < f < 1 for f in out):
+        raise argparse.ArgumentTypeError(f"fractions in (0, 1) expected, got {text!r}")
+    return out
 
 
 def _options(ap: argparse.ArgumentParser) -> None:
@@ -262,9 +134,12 @@ def _options(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--episodes", type=int, help="eval episodes per checkpoint (50; --tiny 2)")
     ap.add_argument("--eval-batch", type=int, help="lerobot-eval batch (10; --tiny 2)")
     ap.add_argument("--episode-length", type=int, help="eval steps per episode (300)")
-    ap.add_argument("--state-policy", type=policy_overrides, help="state ACT config (JSON)")
-    ap.add_argument("--state-steps", type=int, help="state arm: training steps (5000)")
-    ap.add_argument("--state-saves", type=_ints, help="state arm: checkpoints (1500,5000)")
+    ap.add_argument("--state-policy", help="state arm: a policy of bench/zero_real_policies.py "
+                    f"(default {FULL['state_policy']}; --tiny {TINY['state_policy']})")  # fmt: skip
+    ap.add_argument("--state-steps", type=int, help="state arm: training steps at N demos; "
+                    "k demos train k/N as many (11000)")  # fmt: skip
+    ap.add_argument("--state-saves", type=_fracs, help="state arm: also checkpoint at these "
+                    "fractions of each run (0.5)")  # fmt: skip
     ap.add_argument("--state-batch", type=int, help="state arm: batch (64)")
     ap.add_argument("--image-policy", help="image arm: lerobot-train policy flags")
     ap.add_argument("--image-steps", type=int, help="image arm: lerobot-train steps (1000)")
@@ -286,6 +161,9 @@ def _options(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--g-all", action="store_true", help=g_all)
     ap.add_argument("--arms", type=lambda t: tuple(t.split(",")), default=report.ARMS,
                     help="arms to run now (state,image); not part of the config")  # fmt: skip
+    ap.add_argument("--restart-arm", type=lambda t: tuple(t.split(",")), default=(),
+                    help="redo these arms when their settings changed (their old runs and "
+                    "scores move to WORK/superseded/; demos and exports are kept)")  # fmt: skip
     ap.add_argument("--out", help="results JSON (default docs/results/zero_real_data.json; "
                     "--tiny: WORK/zero_real_data.json); the plot goes beside it")  # fmt: skip
     ap.add_argument("--stop-after", choices=STAGES, help="stop after this stage")
@@ -297,7 +175,7 @@ def _options(ap: argparse.ArgumentParser) -> None:
     )
 
 
-def _check(plan: Plan, arms: tuple[str, ...]) -> None:
+def _check(plan: Plan, arms: tuple[str, ...], restart: tuple[str, ...]) -> None:
     if plan.n < 2 or plan.n % 2 or any(k < 1 or k > plan.n for k in plan.sizes):
         raise ValueError(
             f"--n must be even and >= 2 and --sizes in 1..n, got {plan.n}, {plan.sizes}"
@@ -312,8 +190,12 @@ def _check(plan: Plan, arms: tuple[str, ...]) -> None:
         raise ValueError("episode length, rounds and steps must be positive")
     if not (plan.action_noise >= 0 and plan.action_noise < float("inf")):
         raise ValueError(f"--action-noise must be a finite number >= 0, got {plan.action_noise}")
-    if not set(arms) <= set(report.ARMS):
-        raise ValueError(f"--arms must be among {', '.join(report.ARMS)}, got {','.join(arms)}")
+    for flag, names in (("--arms", arms), ("--restart-arm", restart)):
+        if not set(names) <= set(report.ARMS):
+            raise ValueError(
+                f"{flag} must be among {', '.join(report.ARMS)}, got {','.join(names)}"
+            )
+    state_policy(plan.state_policy)  # a known name
     for exe in ("factory", "lerobot-train", "lerobot-eval"):
         if not (BIN / exe).is_file():
             raise ValueError(f"{BIN / exe} not found: run `python3 -m uv sync --locked` first")
@@ -328,7 +210,7 @@ def parse(argv: list[str] | None) -> tuple[Plan, argparse.Namespace]:
     fixed = ("eval_seed", "demo_seed", "demo_steps", "max_rounds", "gen_batch", "train_seed",
              "device", "model", "g_all", "action_noise")  # fmt: skip
     plan = Plan(**pick, **{k: getattr(a, k) for k in fixed})
-    _check(plan, a.arms)
+    _check(plan, a.arms, a.restart_arm)
     if a.out is None:
         a.out = (
             str(plan.path("zero_real_data.json"))
@@ -381,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
         plan, a = parse(argv)
         if a.eval_ahead:
             return eval_ahead(plan, a.arms)
-        run = Run(plan)
+        run = Run(plan, restart=a.restart_arm)
     except ValueError as e:
         print(f"zero_real_data: {e}", file=sys.stderr)
         return 2

@@ -113,7 +113,9 @@ def build(rows: list[dict[str, Any]], state: dict[str, Any]) -> dict[str, Any]:
         "scores": rows,
         "config": state["config"],
         "commands": [
-            c["cmd"] + (f"  # exit {c['rc']}" if c["rc"] else "") for c in state["commands"]
+            c["cmd"] + (f"  # exit {c['rc']}" if c["rc"] else "")
+            for c in state["commands"]
+            if not c.get("superseded")
         ],
         "wall_s": {**wall, "total": total},
         "targets": state_targets(arms.get("state", empty), g, total),

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import zero_real_report as report
+from zero_real_policies import state_policy
 
 from factory.stages import StageRun
 from factory.store import EpisodeStore
@@ -39,9 +40,9 @@ class Plan:
     episodes: int
     eval_batch: int
     episode_length: int
-    state_policy: str
-    state_steps: int
-    state_saves: tuple[int, ...]
+    state_policy: str  # a name in zero_real_policies
+    state_steps: int  # at N demos; a dataset of k demos trains k/N as many (the same epochs)
+    state_saves: tuple[float, ...]  # also checkpoint at these fractions of each run
     state_batch: int
     image_policy: str
     image_steps: int
@@ -79,35 +80,103 @@ class Plan:
         if not self.action_noise:
             cfg.pop("action_noise")  # the experiments made before the option keep their config
         cfg["sizes"], cfg["state_saves"] = list(self.sizes), list(self.state_saves)
+        cfg["state_candidate"] = state_policy(self.state_policy).record()
         cfg["eval_seeds"] = [self.eval_seed, self.eval_seed + self.episodes - 1]
         return cfg
 
+    def state_schedule(self, dataset: str) -> tuple[int, list[int]]:
+        """(steps, checkpoint steps) of the state arm on ``dataset`` (``R30``): k/N of
+        ``state_steps`` for k demos, checkpointed at each of ``state_saves`` and the end."""
+        steps = max(1, round(self.state_steps * int(dataset[1:]) / self.n))
+        saves = {max(1, round(f * steps)) for f in self.state_saves if 0 < f < 1}
+        return steps, sorted({*saves, steps})
+
     def datasets(self, arm: str) -> list[str]:
-        """The state arm trains on R and G at every size and on M at N; the image arm on
-        R, G and M at N."""
+        """The state arm trains on R and G at every size and on M at N (those at N first);
+        the image arm on R, G and M at N."""
         if arm == "image":
             return [f"R{self.n}", f"G{self.n}", f"M{self.n}"]
-        return [*(f"R{k}" for k in self.sizes), *(f"G{k}" for k in self.sizes), f"M{self.n}"]
+        fewer = sorted((k for k in self.sizes if k != self.n), reverse=True)
+        small = [f"{fam}{k}" for k in fewer for fam in "RG"]
+        return [f"R{self.n}", f"G{self.n}", f"M{self.n}", *small]  # the results first
+
+
+ARM_KEYS = {  # the settings only an arm's training and evaluation depend on
+    "state": ("state_policy", "state_candidate", "state_steps", "state_saves", "state_batch"),
+    "image": ("image_policy", "image_steps", "image_lengths", "image_batch", "num_workers"),
+}
+
+
+def changed_arms(work: str, old: dict[str, Any], new: dict[str, Any], restart: Any) -> list[str]:
+    """The arms whose settings changed between configs ``old`` and ``new``, all of them
+    in ``restart``; ``ValueError`` when a shared setting changed or an arm is not."""
+    own = {k for keys in ARM_KEYS.values() for k in keys}
+    shared = sorted(k for k in old.keys() | new.keys() if k not in own and old.get(k) != new.get(k))
+    if shared:
+        raise ValueError(f"{work} was made with other settings ({', '.join(shared)}); "
+                         "use a new --work")  # fmt: skip
+    arms = [a for a, keys in ARM_KEYS.items() if any(old.get(k) != new.get(k) for k in keys)]
+    for arm in arms:
+        if arm not in restart:
+            diff = ", ".join(k for k in ARM_KEYS[arm] if old.get(k) != new.get(k))
+            raise ValueError(
+                f"{work}: its {arm} arm was made with other settings ({diff}); pass "
+                f"--restart-arm {arm} to redo that arm (its runs and scores move to "
+                "WORK/superseded/, its demos and exports are kept), or use a new --work"
+            )
+    return arms
 
 
 class Run(StageRun):
-    """``WORK/state.json``: config, stages (status, wall_s, info), commands, notes."""
+    """``WORK/state.json``: config, stages (status, wall_s, info), commands, notes, and
+    the records of arms redone with other settings (``superseded``)."""
 
-    def __init__(self, plan: Plan, name: str = "state.json") -> None:
+    def __init__(self, plan: Plan, name: str = "state.json", restart: Any = ()) -> None:
         self.plan = plan
         file = plan.path(name)
+        redo: list[str] = []
         if file.is_file():
             state = StageRun.load(file).state
             for rec in state["stages"].values():  # a run begun before the status field
                 if rec.pop("done", False):
                     rec["status"] = "done"
             if state["config"] != plan.config():
-                raise ValueError(f"{plan.work} was made with other settings; use a new --work")
+                redo = changed_arms(plan.work, state["config"], plan.config(), restart)
         else:
             state = {"config": plan.config(), "stages": {}, "commands": [], "notes": []}
             plan.path("logs").mkdir(parents=True, exist_ok=True)
         super().__init__(file, state)
+        for arm in redo:
+            self._supersede(arm)
+        self.state["config"] = plan.config()
         self.save()
+
+    def _supersede(self, arm: str) -> None:
+        """Move the arm's runs and scores to ``WORK/superseded/ARM-K/``, forget its
+        training and evaluation stages, and mark their commands (here and in
+        ``eval_ahead.json``) as superseded; the record keeps the old settings."""
+        p, old = self.plan, self.state["config"]
+        k = len(self.state.get("superseded", []))
+        dest = p.path("superseded", f"{arm}-{k}")
+        dest.mkdir(parents=True, exist_ok=True)
+        for sub in ("train", "eval"):
+            if p.path(sub, arm).exists():
+                p.path(sub, arm).rename(dest / sub)
+        stages = {f"{what}_{arm}" for what in ("train", "eval")}
+        popped = {s: self.stages.pop(s) for s in sorted(stages) if s in self.stages}
+        ahead = p.path("eval_ahead.json")
+        logs = [self.state] + ([json.loads(ahead.read_text())] if ahead.is_file() else [])
+        for st in logs:
+            for c in st["commands"]:
+                if c["stage"] in stages:
+                    c.setdefault("superseded", str(dest))
+        if len(logs) > 1:
+            logs[1]["config"] = p.config()
+            ahead.write_text(json.dumps(logs[1], indent=1))
+        record = {"arm": arm, "folder": str(dest), "stages": popped,
+                  "config": {key: old.get(key) for key in ARM_KEYS[arm]}}  # fmt: skip
+        self.state.setdefault("superseded", []).append(record)
+        log.warning("the %s arm's old runs and scores moved to %s", arm, dest)
 
     def note(self, text: str) -> None:
         if text not in self.state["notes"]:

@@ -1,14 +1,15 @@
 """Pick the state policy on R alone (issue 20): candidates, one budget, one evaluation.
 
 Every candidate is a lerobot policy config (ACT, or a small diffusion policy that sees two
-observation steps, so the agent's velocity too) and a learning-rate schedule from ``CANDIDATES``,
-trained by ``factory policy train`` on the real demos' state export (``--data``, by default
-the experiment's R100) with the same steps, batch and seed, checkpointed at ``--saves``,
-and scored by ``lerobot-eval`` in the ground truth on ``--episodes`` selection seeds from
-``--eval-seed`` (600000: disjoint from the experiment's 500000.., the demos' 300000.. and
-the expert's 100000..). Prints one JSON object: per candidate and checkpoint, real success
-and mean max reward, and each run's training wall and CPU seconds. Resumable: finished
-runs and evaluations are kept (``--work``, one folder per candidate and step budget).
+observation steps, so the agent's velocity too), a learning-rate schedule and an EMA
+(``zero_real_policies.CANDIDATES``), trained by ``factory policy train`` on the real
+demos' state export (``--data``, by default the experiment's R100) with the same steps,
+batch and seed, checkpointed at ``--saves``, and scored by ``lerobot-eval`` in the ground
+truth on ``--episodes`` selection seeds from ``--eval-seed`` (600000: disjoint from the
+experiment's 500000.., the demos' 300000.. and the expert's 100000..). Prints one JSON
+object: per candidate and checkpoint, real success and mean max reward, and each run's
+training wall and CPU seconds. Resumable: finished runs and evaluations are kept
+(``--work``, one folder per candidate and step budget).
 
 The demonstrations are a candidate too. With ``--demos-noise`` or ``--expert-param`` the
 bench records its own 100 real demos instead of reading ``--data``: the expert from seed
@@ -33,30 +34,11 @@ from pathlib import Path
 from typing import Any
 
 import zero_real_report as report
+from zero_real_policies import CANDIDATES
 from zero_real_run import usable
 
 BIN = Path(sys.executable).parent
 ENV = {"HF_HUB_OFFLINE": "1", "WANDB_MODE": "disabled"}
-NORM = {"VISUAL": "MEAN_STD", "STATE": "MEAN_STD", "ENV": "MEAN_STD", "ACTION": "MEAN_STD"}
-ACT128: dict[str, Any] = {
-    "normalization_mapping": NORM, "dim_model": 128, "n_heads": 4, "dim_feedforward": 512,
-    "n_encoder_layers": 2, "n_decoder_layers": 1, "chunk_size": 16, "n_action_steps": 16,
-    "use_vae": False, "optimizer_lr": 3e-4,
-}  # fmt: skip
-VAE = {"use_vae": True, "n_vae_encoder_layers": 1}
-MIN_MAX = {"VISUAL": "MEAN_STD", "STATE": "MIN_MAX", "ENV": "MIN_MAX", "ACTION": "MIN_MAX"}
-DIFFUSION_SMALL: dict[str, Any] = {
-    "normalization_mapping": MIN_MAX, "n_obs_steps": 2, "horizon": 16, "n_action_steps": 8,
-    "down_dims": [64, 128, 256], "diffusion_step_embed_dim": 64,
-    "noise_scheduler_type": "DDIM", "num_train_timesteps": 100, "num_inference_steps": 10,
-}  # fmt: skip
-CANDIDATES: dict[str, tuple[str, dict[str, Any], str]] = {
-    "act128": ("act", ACT128, "preset"),  # the experiment's default state policy
-    "act128_vae": ("act", {**ACT128, **VAE}, "preset"),
-    "act128_cosine": ("act", ACT128, "cosine"),
-    "act128_vae_cosine": ("act", {**ACT128, **VAE}, "cosine"),
-    "diffusion_small": ("diffusion", DIFFUSION_SMALL, "preset"),  # lerobot's preset: cosine
-}
 HOME = Path.home() / ".cache" / "demofactory" / "runs"
 
 
@@ -75,13 +57,11 @@ def train(a: argparse.Namespace, name: str, folder: Path) -> dict[str, Any]:
     info = folder / "train_info.json"
     if info.is_file():
         return dict(json.loads(info.read_text()))
-    policy, overrides, schedule = CANDIDATES[name]
     saves = ",".join(str(s) for s in a.saves)
     argv = [str(BIN / "factory"), "policy", "train", str(a.data), str(folder),
-            "--repo-id", a.repo_id, "--policy", policy, "--config", json.dumps(overrides),
+            "--repo-id", a.repo_id, *CANDIDATES[name].train_args(),
             "--steps", str(a.steps), "--batch-size", str(a.batch), "--save", saves,
-            "--seed", str(a.seed), "--device", "cpu", "--lr-schedule", schedule,
-            "--json"]  # fmt: skip
+            "--seed", str(a.seed), "--device", "cpu", "--json"]  # fmt: skip
     folder.parent.mkdir(parents=True, exist_ok=True)
     return dict(json.loads(_run(argv, folder.with_suffix(".log"))))
 
@@ -153,9 +133,7 @@ def main(argv: list[str] | None = None) -> None:
             out = a.work / "eval" / folder.name / f"{step}{tail}"
             scores[f"{step}{tail}"] = evaluate(a, ckpt, out)
         results[name] = {
-            "policy": CANDIDATES[name][0],
-            "overrides": CANDIDATES[name][1],
-            "lr_schedule": CANDIDATES[name][2],
+            **CANDIDATES[name].record(),
             "train_wall_s": info.get("wall_s"),
             "train_cpu_s": info.get("cpu_s"),
             "real": scores,

@@ -130,6 +130,10 @@ def policy_train_cmd(
     lr_schedule: Annotated[
         str, typer.Option(help="preset (the policy's own) | cosine (warm-up, cosine decay).")
     ] = "preset",
+    ema: Annotated[
+        float,
+        typer.Option(help="Checkpoint an EMA of the weights with this largest decay (0: off)."),
+    ] = 0.0,
     json_out: Annotated[bool, typer.Option("--json", help="Print a JSON summary.")] = False,
 ) -> None:
     """Train a lerobot policy on a state-only dataset, in RAM; lerobot-eval loads the result."""
@@ -148,7 +152,7 @@ def policy_train_cmd(
     cfg = PolicyTrainConfig(root=root, repo_id=repo_id, out=out, policy=policy,
                             overrides=overrides, steps=steps, batch_size=batch_size,
                             save_steps=saves, seed=seed, device=device,
-                            lr_schedule=lr_schedule)  # fmt: skip
+                            lr_schedule=lr_schedule, ema=ema)  # fmt: skip
     with LazyBar(f"policy train {policy}") as bar:
         info = train_policy(cfg, lambda s, n, loss: bar.update(s, n, f"loss {loss:.3f}"))
     if json_out:

@@ -10,18 +10,22 @@ Everything else is lerobot's: the policy class and its config (``make_policy``),
 pre/post-processors and their normalisation statistics (``make_pre_post_processors``),
 the optimizer and scheduler presets, gradient clipping, and the checkpoint format
 (``save_pretrained`` of the policy and both processors), so ``lerobot-eval
---policy.path=CKPT`` loads what this writes. Image policies are refused: train them with
-``lerobot-train``, whose video decoding this does not replace.
+--policy.path=CKPT`` loads what this writes. One addition, off by default: ``ema``, an
+exponential moving average of the weights (diffusion_policy's recipe, which lerobot's
+trainer does not have); its checkpoints then hold the averaged weights. Image policies
+are refused: train them with ``lerobot-train``, whose video decoding this does not
+replace.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import resource
 import shutil
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,6 +56,7 @@ class PolicyTrainConfig:
     seed: int = 1000
     device: str = "cpu"
     lr_schedule: str = "preset"  # "preset": the policy's own; "cosine": warm-up, cosine decay
+    ema: float = 0.0  # the EMA's largest decay (0: no EMA); checkpoints hold the EMA weights
 
     def checkpoint_steps(self) -> list[int]:
         return sorted({*(s for s in self.save_steps if 0 < s <= self.steps), self.steps})
@@ -126,6 +131,8 @@ def _build(cfg: PolicyTrainConfig) -> tuple[Any, Any, Any, Any]:
         raise FactoryError(f"{cfg.root} is not a LeRobot dataset (no meta/info.json)")
     if cfg.steps < 1 or cfg.batch_size < 1:
         raise FactoryError(f"steps and batch size must be >= 1, got {cfg.steps}, {cfg.batch_size}")
+    if cfg.ema and not 0.0 < cfg.ema < 1.0:
+        raise FactoryError(f"--ema must be 0 (off) or a decay in (0, 1), got {cfg.ema}")
     if cfg.lr_schedule not in LR_SCHEDULES:
         raise FactoryError(f"--lr-schedule must be one of {', '.join(LR_SCHEDULES)}")
     features = json.loads(info.read_text()).get("features", {})
@@ -172,6 +179,44 @@ def _scheduler(cfg: PolicyTrainConfig, pcfg: Any) -> Any:
     )
 
 
+class WeightEma:
+    """An exponential moving average of a module's parameters, as diffusion_policy's
+    ``EMAModel`` keeps it: at update ``t`` (1, 2, ...) the decay is
+    ``min(max_decay, 1 - (1 + t) ** -power)``, so early updates average over few steps
+    and late ones over about ``1 / (1 - decay)``. Buffers are not averaged."""
+
+    def __init__(self, module: Any, max_decay: float, power: float = 0.75) -> None:
+        if not 0.0 < max_decay < 1.0:
+            raise FactoryError(f"the EMA's decay must be in (0, 1), got {max_decay}")
+        self.params = [p for p in module.parameters() if p.requires_grad]
+        self.shadow = [p.detach().clone() for p in self.params]
+        self.max_decay, self.power, self.t = max_decay, power, 0
+
+    def decay(self) -> float:
+        return float(min(self.max_decay, 1.0 - (1.0 + self.t) ** -self.power))
+
+    def update(self) -> None:
+        import torch
+
+        self.t += 1
+        with torch.no_grad():
+            live = [p.detach() for p in self.params]
+            torch._foreach_lerp_(self.shadow, live, 1.0 - self.decay())
+
+    @contextlib.contextmanager
+    def applied(self) -> Iterator[None]:
+        """The module holds the averaged weights inside the block, its own after."""
+        import torch
+
+        with torch.no_grad():
+            kept = [p.detach().clone() for p in self.params]
+            torch._foreach_copy_([p.data for p in self.params], self.shadow)
+            try:
+                yield
+            finally:
+                torch._foreach_copy_([p.data for p in self.params], kept)
+
+
 def save_checkpoint(policy: Any, pre: Any, post: Any, folder: Path) -> None:
     """The policy and both processors, as ``lerobot-train`` saves ``pretrained_model``;
     written beside ``folder`` and renamed into place."""
@@ -202,6 +247,7 @@ def train_policy(cfg: PolicyTrainConfig, on_step: OnStep | None = None) -> dict[
     scheduler = sched_cfg.build(optimizer, cfg.steps) if sched_cfg is not None else None
     clip = float(policy.config.get_optimizer_preset().grad_clip_norm)
     saves = cfg.checkpoint_steps()
+    ema = WeightEma(policy, cfg.ema) if cfg.ema else None
     t0, c0 = time.monotonic(), _cpu_s()
     losses: list[float] = []
     policy.train()
@@ -214,13 +260,16 @@ def train_policy(cfg: PolicyTrainConfig, on_step: OnStep | None = None) -> dict[
         optimizer.zero_grad()
         if scheduler is not None:
             scheduler.step()
+        if ema is not None:
+            ema.update()
         losses.append(float(loss.item()))
         if on_step is not None:
             on_step(step, cfg.steps, losses[-1])
         if step in saves:
             folder = cfg.out / "checkpoints" / f"{step:06d}" / "pretrained_model"
             folder.parent.mkdir(parents=True, exist_ok=True)
-            save_checkpoint(policy, pre, post, folder)
+            with ema.applied() if ema is not None else contextlib.nullcontext():
+                save_checkpoint(policy, pre, post, folder)
             log.info("step %d: loss %.4f, saved %s", step, np.mean(losses[-100:]), folder)
     info = {
         "config": {**asdict(cfg), "root": str(cfg.root), "out": str(cfg.out)},

@@ -181,6 +181,63 @@ def test_cosine_schedule_decays_to_its_floor(state_export: Path, tmp_path: Path)
         train_policy(dataclasses.replace(base, lr_schedule="linear"))
 
 
+def test_weight_ema_averages_like_diffusion_policys() -> None:
+    """The shadow follows ``shadow += (1 - decay_t) * (live - shadow)`` with decay_t =
+    min(max, 1 - (1 + t) ** -0.75); inside ``applied`` the module holds it, after it
+    holds its own weights again."""
+    import torch
+
+    from policies.train import WeightEma
+
+    lin = torch.nn.Linear(3, 2)
+    ema = WeightEma(lin, max_decay=0.5)
+    expect = [p.detach().clone() for p in lin.parameters()]
+    for t in range(1, 6):
+        with torch.no_grad():
+            for p in lin.parameters():
+                p.add_(float(t))
+        ema.update()
+        d = min(0.5, 1 - (1 + t) ** -0.75)
+        expect = [
+            e + (1 - d) * (p.detach() - e) for e, p in zip(expect, lin.parameters(), strict=True)
+        ]
+    assert ema.decay() == 0.5  # 1 - 6 ** -0.75 = 0.74 is capped
+    live = [p.detach().clone() for p in lin.parameters()]
+    with ema.applied():
+        for e, p in zip(expect, lin.parameters(), strict=True):
+            torch.testing.assert_close(p.detach(), e)
+    for w, p, e in zip(live, lin.parameters(), expect, strict=True):
+        assert torch.equal(w, p.detach()) and not torch.allclose(w, e)
+
+
+def test_ema_checkpoint_holds_the_average_not_the_last_weights(
+    state_export: Path, tmp_path: Path
+) -> None:
+    from lerobot.policies.act.modeling_act import ACTPolicy
+
+    from factory.errors import FactoryError
+    from policies.train import PolicyTrainConfig, train_policy
+
+    tiny = dict(dim_model=16, n_heads=2, dim_feedforward=32, n_encoder_layers=1,
+                n_decoder_layers=1, chunk_size=4, n_action_steps=2, use_vae=False,
+                optimizer_lr=1e-3)  # fmt: skip
+    base = PolicyTrainConfig(root=state_export, repo_id=REPO, out=tmp_path / "a",
+                             overrides=tiny, steps=30, batch_size=4)  # fmt: skip
+    train_policy(base)
+    train_policy(dataclasses.replace(base, out=tmp_path / "b", ema=0.9))
+    ckpt = Path("checkpoints", "000030", "pretrained_model")
+    plain, avg = (ACTPolicy.from_pretrained(tmp_path / r / ckpt) for r in "ab")
+    # the same seed and batches: the raw weights are the same, so any gap is the average
+    gaps = [
+        (a - b).abs().max().item()
+        for a, b in zip(plain.parameters(), avg.parameters(), strict=True)
+    ]
+    assert max(gaps) > 1e-4
+    with pytest.raises(FactoryError, match="--ema must be 0"):
+        train_policy(dataclasses.replace(base, out=tmp_path / "c", ema=1.5))
+    assert not (tmp_path / "c").exists()
+
+
 def test_trainer_refuses_cameras(pusht: Path, tmp_path: Path) -> None:
     from policies.train import PolicyTrainConfig, train_policy
 
@@ -225,6 +282,7 @@ def test_model_env_gives_keypoints_of_its_own_state(tmp_path: Path) -> None:
         (["--config", "{nope"], "JSON object"),
         (["--config", '{"no_such_field": 1}'], "no_such_field"),
         (["--steps", "0"], "steps"),
+        (["--ema", "1.5"], "--ema must be 0"),
     ],
 )
 def test_policy_train_bad_input_is_one_line(

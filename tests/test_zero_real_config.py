@@ -1,0 +1,84 @@
+"""``bench/zero_real_data.py``'s plan and work directory: the state arm's schedule per
+dataset size, and what a rerun with other settings keeps, redoes or refuses."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+
+import zero_real_data as zrd
+from zero_real_policies import CANDIDATES, state_policy
+from zero_real_run import Run
+
+
+def plan(work: Path, *extra: str) -> zrd.Plan:
+    return zrd.parse(["--work", str(work), *extra])[0]
+
+
+def test_state_schedule_keeps_the_epochs_and_the_checkpoint_fractions(tmp_path: Path) -> None:
+    p = plan(tmp_path, "--state-steps", "12000", "--state-saves", "0.25,0.5")
+    assert p.state_schedule("R100") == (12000, [3000, 6000, 12000])
+    assert p.state_schedule("G30") == (3600, [900, 1800, 3600])
+    assert p.state_schedule("M100") == (12000, [3000, 6000, 12000])
+    assert p.state_schedule("R10") == (1200, [300, 600, 1200])
+
+
+def test_default_state_policy_is_a_selection_candidate(tmp_path: Path) -> None:
+    p = plan(tmp_path)
+    assert p.state_policy in CANDIDATES
+    assert p.config()["state_candidate"] == state_policy(p.state_policy).record()
+    with pytest.raises(ValueError, match="--state-policy must be one of"):
+        plan(tmp_path, "--state-policy", "nope")
+
+
+def _old_run(tmp_path: Path) -> Path:
+    """A work dir whose state arm finished with ``act128`` and whose image arm finished."""
+    work = tmp_path / "w"
+    run = Run(plan(work, "--state-policy", "act128"))
+    for stage in ("R", "export_state", "train_state", "eval_state", "train_image"):
+        run.stage(stage).update(status="done", wall_s=1.0)
+    run.state["commands"] = [
+        {"stage": "train_state", "cmd": "old state", "rc": 0, "wall_s": 1.0},
+        {"stage": "train_image", "cmd": "image", "rc": 0, "wall_s": 1.0},
+    ]
+    run.save()
+    for sub in ("train/state/R100", "eval/state/R100", "train/image/R100", "lerobot/state"):
+        (work / sub).mkdir(parents=True)
+    ahead = {"config": run.state["config"], "stages": {}, "commands": [
+        {"stage": "eval_state", "cmd": "ahead", "rc": 0, "wall_s": 1.0}]}  # fmt: skip
+    (work / "eval_ahead.json").write_text(json.dumps(ahead))
+    return work
+
+
+def test_a_changed_arm_is_refused_unless_restarted(tmp_path: Path) -> None:
+    work = _old_run(tmp_path)
+    with pytest.raises(ValueError, match="--restart-arm state"):
+        Run(plan(work))
+    with pytest.raises(
+        ValueError, match=r"other settings \(episodes, eval_seeds\); use a new --work"
+    ):
+        Run(plan(work, "--state-policy", "act128", "--episodes", "7"), restart=("state",))
+    assert (work / "train" / "state" / "R100").is_dir()  # refused: nothing moved
+
+
+def test_restarting_an_arm_keeps_the_rest(tmp_path: Path) -> None:
+    work = _old_run(tmp_path)
+    run = Run(plan(work), restart=("state",))
+    assert not run.done("train_state") and not run.done("eval_state")
+    assert run.done("R") and run.done("export_state") and run.done("train_image")
+    old = work / "superseded" / "state-0"
+    assert (old / "train" / "R100").is_dir() and (old / "eval" / "R100").is_dir()
+    assert not (work / "train" / "state").exists() and (work / "train" / "image").is_dir()
+    assert (work / "lerobot" / "state").is_dir()
+    marked = {c["cmd"]: c.get("superseded") for c in run.state["commands"]}
+    assert marked == {"old state": str(old), "image": None}
+    (record,) = run.state["superseded"]
+    assert record["config"]["state_policy"] == "act128" and "train_state" in record["stages"]
+    ahead = json.loads((work / "eval_ahead.json").read_text())
+    assert ahead["commands"][0]["superseded"] == str(old)
+    assert Run(plan(work)).state["config"] == plan(work).config()  # the rerun resumes
