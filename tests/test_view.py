@@ -391,10 +391,17 @@ def test_bad_input_is_one_line_and_exit_2(
     assert_one_line_error(runner.invoke(app, args), "--token must be at least")
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_the_command_serves_until_interrupted(store: tuple[Path, dict[str, Any]]) -> None:
     cmd = [sys.executable, "-m", "pipelines.cli", "view", str(store[0]), "--port", "0"]
     env = {**os.environ, "COLUMNS": "400"}
-    proc = subprocess.Popen(cmd, cwd=REPO, stderr=subprocess.PIPE, text=True, env=env)
+    # a shell's background job inherits SIGINT ignored, and Python then installs no
+    # KeyboardInterrupt handler: give the server the default, as a terminal's Ctrl-C has it
+    proc = subprocess.Popen(cmd, cwd=REPO, stderr=subprocess.PIPE, text=True, env=env,
+                            preexec_fn=_default_sigint)  # fmt: skip
     try:
         assert proc.stderr is not None
         line = proc.stderr.readline()
