@@ -10,7 +10,7 @@ import shlex
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -107,7 +107,9 @@ ARM_KEYS = {  # the settings only an arm's training and evaluation depend on
 }
 
 
-def changed_arms(work: str, old: dict[str, Any], new: dict[str, Any], restart: Any) -> list[str]:
+def changed_arms(
+    work: str, old: dict[str, Any], new: dict[str, Any], restart: Collection[str]
+) -> list[str]:
     """The arms whose settings changed between configs ``old`` and ``new``, all of them
     in ``restart``; ``ValueError`` when a shared setting changed or an arm is not."""
     own = {k for keys in ARM_KEYS.values() for k in keys}
@@ -131,7 +133,7 @@ class Run(StageRun):
     """``WORK/state.json``: config, stages (status, wall_s, info), commands, notes, and
     the records of arms redone with other settings (``superseded``)."""
 
-    def __init__(self, plan: Plan, name: str = "state.json", restart: Any = ()) -> None:
+    def __init__(self, plan: Plan, name: str = "state.json", restart: Collection[str] = ()) -> None:
         self.plan = plan
         file = plan.path(name)
         redo: list[str] = []
