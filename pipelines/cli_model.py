@@ -14,13 +14,16 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from factory.train.recipe_table import recipe_help
 from pipelines.cli_app import app, bench_app, eval_app, model_app
 from pipelines.console import LazyBar, err_console, print_json, user_errors
+
+if TYPE_CHECKING:
+    from pipelines.train import TrainRequest
 
 
 @app.command()
@@ -74,15 +77,14 @@ def train(
     ] = None,
 ) -> None:
     """Train one stage, or `all` of them (then pack OUT/model), into a model directory."""
-    from pipelines.train import TrainRequest, run_train
+    from factory.errors import FactoryError
+    from pipelines.train import TrainRequest
 
     if stage == "all":
         from pipelines.cli_train_all import train_all
         from pipelines.train_all import TrainAllRequest
 
         if cpu_minutes is not None:
-            from factory.errors import FactoryError
-
             raise FactoryError("--cpu-minutes goes with one stage; give `train all` --minutes")
         all_req = TrainAllRequest(
             data=data,
@@ -103,10 +105,7 @@ def train(
         train_all(all_req, json_out)
         return
     if eval_data is not None:
-        from factory.errors import FactoryError
-
         raise FactoryError("--eval goes with `factory train all`; use `factory eval fidelity`")
-
     req = TrainRequest(
         stage=stage,
         data=data,
@@ -121,7 +120,14 @@ def train(
         kind=kind,
         camera=camera,
     )
-    with LazyBar(f"train {stage}") as bar:
+    _train_stage(req, json_out)
+
+
+def _train_stage(req: TrainRequest, json_out: bool) -> None:
+    """One stage, with a progress bar; its metrics as JSON or one line."""
+    from pipelines.train import run_train
+
+    with LazyBar(f"train {req.stage}") as bar:
 
         def on_progress(step: int, total: int | None, metrics: dict[str, float]) -> None:
             shown = "  ".join(f"{k} {v:.4g}" for k, v in list(metrics.items())[:4])
@@ -132,7 +138,7 @@ def train(
         print_json(metrics)
     else:
         err_console.print(
-            f"[bold green]done[/]: {stage} in {out}: "
+            f"[bold green]done[/]: {req.stage} in {req.out}: "
             + ", ".join(f"{k}={v:.4g}" for k, v in metrics.items())
         )
 

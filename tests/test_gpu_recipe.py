@@ -76,8 +76,11 @@ def _sh(args: list[str], **kw: object) -> subprocess.CompletedProcess[str]:
     return done
 
 
-@pytest.mark.slow
-def test_gpu_recipe_on_cpu_in_a_clean_venv(tmp_path: Path) -> None:
+PILE_QUICK = {**QUICK, "PLAY_EPISODES": "4", "HELD_PLAY": "2", "ENV": "pile"}
+
+
+def _clean_venv(tmp_path: Path) -> tuple[Path, Path]:
+    """(the wheelhouse, the python of a venv holding only what the GPU machine has)."""
     wheelhouse = REPO / ".wheelhouse"
     if not any(wheelhouse.glob("*.whl")):
         wheelhouse = tmp_path / "wheelhouse"
@@ -92,10 +95,29 @@ def test_gpu_recipe_on_cpu_in_a_clean_venv(tmp_path: Path) -> None:
     (Path(site.stdout.strip()) / "gpu_machine.pth").write_text(f"{linked}\n")
     blocked = subprocess.run([str(python), "-c", "import ray"], capture_output=True)
     assert blocked.returncode != 0
+    return wheelhouse, python
+
+
+def _recipe(tmp_path: Path, sizes: dict[str, str]) -> Path:
+    """Run scripts/gpu_train.sh at a 1-minute budget in the clean venv; its OUT folder."""
+    wheelhouse, python = _clean_venv(tmp_path)
     out = tmp_path / "out"
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    env.update(QUICK, PYTHON=str(python), WHEELHOUSE=str(wheelhouse), WORK=str(tmp_path / "w"))
+    env.update(sizes, PYTHON=str(python), WHEELHOUSE=str(wheelhouse), WORK=str(tmp_path / "w"))
     _sh(["bash", str(REPO / "scripts" / "gpu_train.sh"), str(out), "1"], env=env, cwd=REPO)
+    return out
+
+
+def _small_and_done(out: Path) -> None:
+    """What comes back through the device's $OUT: a few small files, and the log's end."""
+    files = [f for f in out.rglob("*") if f.is_file()]
+    assert len(files) <= 8 and max(f.stat().st_size for f in files) < 16 * 2**20
+    assert "done" in (out / "train.log").read_text()
+
+
+@pytest.mark.slow
+def test_gpu_recipe_on_cpu_in_a_clean_venv(tmp_path: Path) -> None:
+    out = _recipe(tmp_path, QUICK)
     summary = json.loads((out / "train_summary.json").read_text())
     assert summary["device"] == "cpu" and summary["budget"]["minutes"] == 1
     # the budget bounds the optimisation loops; each stage's set-up and held-out metrics
@@ -112,6 +134,29 @@ def test_gpu_recipe_on_cpu_in_a_clean_venv(tmp_path: Path) -> None:
         "reader.safetensors",
         "renderer.safetensors",
     ]
-    files = [f for f in out.rglob("*") if f.is_file()]
-    assert len(files) <= 8 and max(f.stat().st_size for f in files) < 16 * 2**20
-    assert "done" in (out / "train.log").read_text()
+    _small_and_done(out)
+
+
+@pytest.mark.slow
+def test_gpu_recipe_trains_the_pile_model_with_env_pile(tmp_path: Path) -> None:
+    out = _recipe(tmp_path, PILE_QUICK)
+    summary = json.loads((out / "train_summary.json").read_text())
+    assert summary["device"] == "cpu" and summary["budget"]["minutes"] == 1
+    # the pile's shipped kind, with both cameras, scored by the pile's fidelity metrics
+    config = json.loads((out / "model" / "config.json").read_text())
+    assert config["kind"] == "object_set"
+    assert {"h10_disc_iou_top", "h10_disc_iou_side"} <= set(summary["fidelity"])
+    _small_and_done(out)
+
+
+def test_gpu_recipe_refuses_an_unknown_env_in_one_line(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    env = {**os.environ, "ENV": "rope"}
+    done = subprocess.run(
+        ["bash", str(REPO / "scripts" / "gpu_train.sh"), str(out), "1"],
+        env=env, capture_output=True, text=True, cwd=REPO,
+    )  # fmt: skip
+    assert done.returncode == 2 and done.stderr.strip().splitlines() == [
+        "gpu_train: ENV is pusht or pile, not rope"
+    ]
+    assert not out.exists()
