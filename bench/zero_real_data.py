@@ -9,7 +9,8 @@ Run it from the repository root; rerun the same command after an interruption. S
 - **R**: N real expert demonstrations (``factory collect --generator expert`` in gym-pusht,
   seeds 300000+; the first N successful ones, by seed).
 - **G**: N demonstrations generated inside the model (``factory generate --generator expert
-  --only-success``, kept by the model's own success reading; the only real input is the
+  --only-success``, kept by the model's own success reading, made stricter than the task's
+  by ``--g-success-score``: ``generate --success-score``; the only real input is the
   seeded reset). Rounds of N fresh seeds until N are kept or ``--max-rounds`` are spent.
 - **transfer**: G's demos replayed open loop in the ground truth from the same seeded
   reset (``factory eval transfer``): how many generated successes are real ones.
@@ -81,19 +82,20 @@ IMAGE_ACT_TINY = (
 FULL: dict[str, Any] = dict(
     work="runs/zero_real_data",
     n=100,
-    sizes=(10, 30, 100),
+    sizes=(30, 100),
     episodes=50,
-    eval_batch=10,
+    eval_batch=50,
     episode_length=300,
-    state_policy="diffusion_small",
+    state_policy="diffusion_small_lr3",
     state_steps=11000,
-    state_saves=(0.5,),
+    state_saves=(0.5, 0.75),
     state_batch=64,
     image_policy=IMAGE_ACT,
-    image_steps=1000,
+    image_steps=500,
     image_lengths=1,
     image_batch=32,
     num_workers=2,
+    g_success_score=0.97,
 )
 TINY: dict[str, Any] = dict(
     work="runs/zero_real_data_tiny",
@@ -111,6 +113,7 @@ TINY: dict[str, Any] = dict(
     image_lengths=1,
     image_batch=2,
     num_workers=0,
+    g_success_score=None,
 )
 
 
@@ -130,19 +133,19 @@ def _options(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--tiny", action="store_true", help="smoke run: N=2, a few steps, 2 episodes")
     ap.add_argument("--work", help=f"work dir (default {FULL['work']}; --tiny {TINY['work']})")
     ap.add_argument("--n", type=int, help="demos in R, G and M (100; --tiny 2); even")
-    ap.add_argument("--sizes", type=_ints, help="state arm: R and G sizes (10,30,100)")
+    ap.add_argument("--sizes", type=_ints, help="state arm: R and G sizes (30,100)")
     ap.add_argument("--episodes", type=int, help="eval episodes per checkpoint (50; --tiny 2)")
-    ap.add_argument("--eval-batch", type=int, help="lerobot-eval batch (10; --tiny 2)")
+    ap.add_argument("--eval-batch", type=int, help="lerobot-eval batch (50; --tiny 2)")
     ap.add_argument("--episode-length", type=int, help="eval steps per episode (300)")
     ap.add_argument("--state-policy", help="state arm: a policy of bench/zero_real_policies.py "
                     f"(default {FULL['state_policy']}; --tiny {TINY['state_policy']})")  # fmt: skip
     ap.add_argument("--state-steps", type=int, help="state arm: training steps at N demos; "
                     "k demos train k/N as many (11000)")  # fmt: skip
     ap.add_argument("--state-saves", type=_fracs, help="state arm: also checkpoint at these "
-                    "fractions of each run (0.5)")  # fmt: skip
+                    "fractions of each run (0.5,0.75)")  # fmt: skip
     ap.add_argument("--state-batch", type=int, help="state arm: batch (64)")
     ap.add_argument("--image-policy", help="image arm: lerobot-train policy flags")
-    ap.add_argument("--image-steps", type=int, help="image arm: lerobot-train steps (1000)")
+    ap.add_argument("--image-steps", type=int, help="image arm: lerobot-train steps (500)")
     ap.add_argument("--image-lengths", type=int, help="image arm: checkpoints per run (1)")
     ap.add_argument("--image-batch", type=int, help="image arm: batch (32)")
     ap.add_argument("--num-workers", type=int, help="lerobot-train data workers (2)")
@@ -157,6 +160,9 @@ def _options(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--action-noise", type=float, default=0.0,
                     help="DART: px std of noise on the demos' executed actions; the policies "
                     "learn the expert's clean labels (0: none)")  # fmt: skip
+    ap.add_argument("--g-success-score", type=float,
+                    help="G: keep a demo only when the model reads a score at least this "
+                    "high (generate --success-score; 0.97; --tiny: the task's 0.95)")  # fmt: skip
     g_all = "keep failed generated demos too (plumbing check, not the experiment)"
     ap.add_argument("--g-all", action="store_true", help=g_all)
     ap.add_argument("--arms", type=lambda t: tuple(t.split(",")), default=report.ARMS,
@@ -190,6 +196,9 @@ def _check(plan: Plan, arms: tuple[str, ...], restart: tuple[str, ...]) -> None:
         raise ValueError("episode length, rounds and steps must be positive")
     if not (plan.action_noise >= 0 and plan.action_noise < float("inf")):
         raise ValueError(f"--action-noise must be a finite number >= 0, got {plan.action_noise}")
+    g_score = plan.g_success_score
+    if g_score is not None and not 0.95 <= g_score <= 1.0:
+        raise ValueError(f"--g-success-score must lie between 0.95 and 1, got {g_score}")
     for flag, names in (("--arms", arms), ("--restart-arm", restart)):
         if not set(names) <= set(report.ARMS):
             raise ValueError(

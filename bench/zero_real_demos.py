@@ -68,6 +68,7 @@ def stage_g(run: Run) -> dict:
         *([] if p.g_all else ["--only-success"]),
         *(["--model", p.model] if p.model else []),
         *p.noise_args,
+        *([] if p.g_success_score is None else ["--success-score", str(p.g_success_score)]),
     ]
     if p.g_all:
         run.note("G keeps failed generated episodes (--g-all): a plumbing check, not a result")

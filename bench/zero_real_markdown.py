@@ -57,6 +57,9 @@ def markdown(res: dict[str, Any]) -> str:
         f"| {g['kept']} | {g['tried']} | {_f(g['keep_rate'])} | "
         f"{_f(g['real_success_given_model_success'])} |"
     )
+    score = g.get("success_score")
+    rule = "coverage above 0.95, the task's own" if score is None else f"coverage at least {score}"
+    out += ["", f"Kept when the model read success: {rule}."]
     if g.get("transfer"):
         t = g["transfer"]
         out += ["", f"Final block error (median over G's demos, model vs ground truth): "

@@ -56,6 +56,9 @@ CANDIDATES: dict[str, Candidate] = {
     "diffusion_small_ema": Candidate("diffusion", DIFFUSION_SMALL, ema=0.9999),  # DP's EMA
     # a cheaper step (0.08 s against 0.155), so more of them in the same minutes
     "diffusion_narrow": Candidate("diffusion", {**DIFFUSION_SMALL, "down_dims": [32, 64, 128]}),
+    # the same network and steps, a 3x larger peak learning rate (still rising at the end)
+    "diffusion_small_lr3": Candidate("diffusion", {**DIFFUSION_SMALL, "optimizer_lr": 3e-4}),
+    "diffusion_small_lr10": Candidate("diffusion", {**DIFFUSION_SMALL, "optimizer_lr": 1e-3}),
 }
 ACT_TINY: dict[str, Any] = {
     "dim_model": 32, "n_heads": 2, "dim_feedforward": 64, "n_encoder_layers": 1,

@@ -88,6 +88,8 @@ def g_summary(state: dict[str, Any]) -> dict[str, Any]:
         "kept": kept,
         "tried": tried,
         "keep_rate": None if not tried or kept is None else round(kept / tried, 4),
+        # the model's success reading that kept them (None: the task's own, coverage > 0.95)
+        "success_score": state["config"].get("g_success_score"),
         "real_success_given_model_success": transfer.get("real_success_given_model_success"),
         "transfer": transfer or None,
     }

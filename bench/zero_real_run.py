@@ -59,6 +59,7 @@ class Plan:
     model: str | None
     g_all: bool
     action_noise: float = 0.0
+    g_success_score: float | None = None  # G: the model's stricter success reading
 
     @property
     def noise_args(self) -> list[str]:
@@ -79,6 +80,8 @@ class Plan:
         cfg.pop("work")
         if not self.action_noise:
             cfg.pop("action_noise")  # the experiments made before the option keep their config
+        if self.g_success_score is None:
+            cfg.pop("g_success_score")  # ... and before this one
         cfg["sizes"], cfg["state_saves"] = list(self.sizes), list(self.state_saves)
         cfg["state_candidate"] = state_policy(self.state_policy).record()
         cfg["eval_seeds"] = [self.eval_seed, self.eval_seed + self.episodes - 1]

@@ -30,6 +30,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,7 @@ from zero_real_run import usable
 BIN = Path(sys.executable).parent
 ENV = {"HF_HUB_OFFLINE": "1", "WANDB_MODE": "disabled"}
 HOME = Path.home() / ".cache" / "demofactory" / "runs"
+SELECTION_SEED = 600000  # the selection seeds' first: disjoint from every other seed range
 
 
 def _run(argv: list[str], log: Path) -> str:
@@ -67,7 +69,8 @@ def train(a: argparse.Namespace, name: str, folder: Path) -> dict[str, Any]:
 
 
 def evaluate(a: argparse.Namespace, ckpt: Path, out: Path) -> dict[str, float]:
-    """``lerobot-eval`` of one checkpoint in the ground truth (kept when done)."""
+    """``lerobot-eval`` of one checkpoint in the ground truth (kept when done), with its
+    wall time (``wall_s``, kept in ``out/wall.json``)."""
     if not (out / "eval_info.json").is_file():
         shutil.rmtree(out, ignore_errors=True)
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -75,10 +78,14 @@ def evaluate(a: argparse.Namespace, ckpt: Path, out: Path) -> dict[str, float]:
                 "--env.type=pusht", "--eval.use_async_envs=false",
                 "--env.obs_type=environment_state_agent_pos",
                 f"--env.episode_length={a.episode_length}", f"--eval.n_episodes={a.episodes}",
-                "--eval.batch_size=10", f"--seed={a.eval_seed}", f"--output_dir={out}",
-                *(f"--policy.{item}" for item in a.eval_policy)]  # fmt: skip
+                f"--eval.batch_size={a.eval_batch}", f"--seed={a.eval_seed}",
+                f"--output_dir={out}", *(f"--policy.{item}" for item in a.eval_policy)]  # fmt: skip
+        t0 = time.monotonic()
         _run(argv, out.with_suffix(".log"))
-    return report.read_eval(out / "eval_info.json")
+        (out / "wall.json").write_text(json.dumps({"wall_s": round(time.monotonic() - t0, 1)}))
+    wall = out / "wall.json"
+    took = json.loads(wall.read_text()) if wall.is_file() else {}
+    return {**report.read_eval(out / "eval_info.json"), **took}
 
 
 def demos_tag(a: argparse.Namespace) -> str | None:
@@ -130,6 +137,8 @@ def main(argv: list[str] | None = None) -> None:
         for step in sorted({*a.saves, a.steps}):
             ckpt = folder / "checkpoints" / f"{step:06d}" / "pretrained_model"
             tail = "".join(f"-{x.replace('=', '')}" for x in a.eval_policy)
+            tail += "" if a.eval_batch == 10 else f"-batch{a.eval_batch}"  # 10: the old runs
+            tail += "" if a.eval_seed == SELECTION_SEED else f"-seed{a.eval_seed}"
             out = a.work / "eval" / folder.name / f"{step}{tail}"
             scores[f"{step}{tail}"] = evaluate(a, ckpt, out)
         results[name] = {
@@ -139,7 +148,7 @@ def main(argv: list[str] | None = None) -> None:
             "real": scores,
         }
     keys = ("data", "steps", "saves", "batch", "seed", "episodes", "eval_seed", "demos_noise",
-            "expert_param", "eval_policy")  # fmt: skip
+            "expert_param", "eval_policy", "eval_batch")  # fmt: skip
     setup = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(a).items() if k in keys}
     print(json.dumps({"setup": setup, "candidates": results}, indent=1))
 
@@ -157,8 +166,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--seed", type=int, default=1000)
     ap.add_argument("--episodes", type=int, default=50, help="selection episodes (50)")
-    ap.add_argument("--eval-seed", type=int, default=600000, help="first selection seed")
+    ap.add_argument("--eval-seed", type=int, default=SELECTION_SEED, help="first selection seed")
     ap.add_argument("--episode-length", type=int, default=300)
+    ap.add_argument("--eval-batch", type=int, default=10, help="lerobot-eval's batch (10)")
     ap.add_argument("--eval-policy", action="append", default=[], metavar="KEY=VALUE",
                     help="evaluate with this policy setting changed (lerobot-eval "
                     "--policy.KEY=VALUE, e.g. n_action_steps=4; repeatable)")  # fmt: skip

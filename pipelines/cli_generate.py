@@ -50,6 +50,13 @@ def generate(
     only_success: Annotated[
         bool, typer.Option(help="Keep only episodes the model scores successful.")
     ] = False,
+    success_score: Annotated[
+        float | None,
+        typer.Option(
+            help="A stricter success reading in the model: a score at least this high "
+            "(PushT: coverage, from 0.95 to 1), so that kept demos hold a margin."
+        ),
+    ] = None,
     append: Annotated[
         bool, typer.Option(help="Add to an existing store, skip done seeds.")
     ] = False,
@@ -85,6 +92,7 @@ def generate(
         ray_address=ray_address,
         seed=seed,
         only_success=only_success,
+        success_score=success_score,
         append=append,
         fsync=fsync,
         replay_noise=noise,

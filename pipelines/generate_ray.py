@@ -95,6 +95,7 @@ class GenWorker:
         threads: int,
         policy_files: dict[str, bytes] | None = None,
         policy_label: str | None = None,
+        success_score: float | None = None,
     ) -> None:
         import torch
 
@@ -116,7 +117,12 @@ class GenWorker:
         self.policy_dir = str(unpack_dir(policy_files, root / "policy")) if policy_files else None
         self.policy_label = policy_label
         self.engine = RolloutEngine(
-            model, self._make_generator, batch_size=batch_size, seed=seed, model_id=model_id
+            model,
+            self._make_generator,
+            batch_size=batch_size,
+            seed=seed,
+            model_id=model_id,
+            success_score=success_score,
         )
         self._warm_up(batch_size)
 
@@ -255,6 +261,7 @@ class Pool:
                 threads,
                 self.policy_ref,
                 None if self.cfg.policy is None else str(self.cfg.policy),
+                self.cfg.success_score,
             )
             self.spawned += 1
             names.append(name)

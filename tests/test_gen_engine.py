@@ -299,3 +299,28 @@ def test_engine_refills_rows_then_shrinks_the_tail() -> None:
     assert sorted((ep.meta.seed, ep.frames) for ep in episodes) == [(0, 2), (1, 6), (2, 3)]
     assert model.batches == [2, 2, 2, 2, 2, 1]
     eng.close()
+
+
+def test_a_stricter_success_score_makes_the_expert_push_on_to_it() -> None:
+    """``success_score`` 0.97: the model's success (the episode's stop, the expert's hold
+    and the kept episode's ``meta.success``) waits for a coverage of 0.97; the same seed
+    with the task's own rule stops on its first coverage above 0.95, earlier."""
+    job = GenJob(seed=100000, generator="expert", generator_params={}, steps=200,
+                 stop_on_success=True)  # fmt: skip
+    ends = {}
+    for strict in (None, 0.97):
+        eng = RolloutEngine(GroundTruthModel(32), make_generator, success_score=strict)
+        (ep,) = list(eng.run([job]))
+        eng.close()
+        assert ep.meta.success is True
+        ends[strict] = (ep.frames, ep.meta.score or 0.0)
+    assert 0.95 < ends[None][1] < 0.97 <= ends[0.97][1]
+    assert ends[0.97][0] > ends[None][0]
+
+
+def test_the_stricter_success_score_is_recorded_in_each_planned_episode(tmp_path: Path) -> None:
+    from factory.gen.plan import GenerateConfig, plan_jobs
+
+    strict = plan_jobs(GenerateConfig(out=tmp_path / "g", episodes=2, success_score=0.97), set())
+    assert [j.extra for j in strict] == [{"success_score": 0.97}] * 2
+    assert [j.extra for j in plan_jobs(GenerateConfig(out=tmp_path / "g"), set())] == [{}] * 10

@@ -36,6 +36,17 @@ def test_default_state_policy_is_a_selection_candidate(tmp_path: Path) -> None:
         plan(tmp_path, "--state-policy", "nope")
 
 
+def test_g_success_score_is_a_shared_setting_only_when_given(tmp_path: Path) -> None:
+    """The default run keeps G with a margin (0.97); the smoke run uses the task's own
+    rule, and then the config holds no key (work dirs made before the option keep their
+    config); a looser score is refused."""
+    assert plan(tmp_path).config()["g_success_score"] == 0.97
+    assert plan(tmp_path, "--g-success-score", "0.98").config()["g_success_score"] == 0.98
+    assert "g_success_score" not in plan(tmp_path, "--tiny").config()
+    with pytest.raises(ValueError, match=r"between 0\.95 and 1"):
+        plan(tmp_path, "--g-success-score", "0.9")
+
+
 def _old_run(tmp_path: Path) -> Path:
     """A work dir whose state arm finished with ``act128`` and whose image arm finished."""
     work = tmp_path / "w"

@@ -20,7 +20,7 @@ import dataclasses
 import numpy as np
 
 from factory.envs import make_world
-from factory.envs.scoring import scorer_for
+from factory.envs.scoring import check_success_score, scorer_for
 from factory.errors import FactoryError
 from factory.model.protocol import RolloutModel
 from factory.model.registry import world_of
@@ -47,6 +47,9 @@ class ModelWorld:
     PushT); ``renderer`` is that world used to render seeded or configured initial
     frames (default: ``make_world(world, batch_size, resolution)``). ``seed`` fixes the
     model's sampling noise; each ``reset`` reseeds it from ``seed`` and the reset's seeds.
+    ``success_score`` makes the model's success reading stricter than the task's own: a
+    score at least that high (``factory generate --success-score``: demos kept with a
+    margin, so that the model's small errors still leave them successful in reality).
     """
 
     def __init__(
@@ -58,12 +61,15 @@ class ModelWorld:
         renderer: World | None = None,
         seed: int = 0,
         model_id: str = "",
+        success_score: float | None = None,
     ) -> None:
         if not model.has_task_reader:
             raise FactoryError(
                 "the model has no probe part and no task head, so it cannot score episodes"
             )
         world = world or world_of(model.config)
+        check_success_score(world, success_score)
+        self.success_score = success_score
         height = model.config.image_shape[0]
         self.renderer = renderer or make_world(world, batch_size=batch_size, resolution=height)
         base = self.renderer.spec
@@ -177,6 +183,8 @@ class ModelWorld:
         views: dict[str, np.ndarray] | None = None,
     ) -> WorldObs:
         score, success = self._score(block)
+        if self.success_score is not None:
+            success = score >= self.success_score
         extra = self.spec.extra_cameras
         return WorldObs(
             frames=frames,

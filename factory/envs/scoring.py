@@ -30,6 +30,20 @@ def _score_pile(task_state: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 SCORERS: dict[str, Scorer] = {"pusht": _score_pusht, "pile": _score_pile}
+SUCCESS_SCORE = {"pusht": 0.95, "pile": 0.9}
+"""Each world's own success rule: PushT's coverage above 0.95, the pile's fraction inside
+at least 0.9."""
+
+
+def check_success_score(world: str, value: float | None) -> None:
+    """Refuse (:class:`FactoryError`) a stricter success score that is not stricter: it
+    must lie between the world's own threshold and 1."""
+    if value is None:
+        return
+    own = SUCCESS_SCORE.get(world)
+    if own is None or not own <= value <= 1.0:
+        low = "the world's own threshold" if own is None else own
+        raise FactoryError(f"--success-score must lie between {low} and 1 for {world}, got {value}")
 
 
 def scorer_for(world: str) -> Scorer:

@@ -153,7 +153,8 @@ class RolloutEngine:
 
     ``renderer`` (batch size 1) renders seeded or configured initial frames (default: the
     ``world`` ground truth at the model's resolution; ``world`` defaults to the one the
-    model's config names, else PushT). ``seed`` seeds the model's noise.
+    model's config names, else PushT). ``seed`` seeds the model's noise;
+    ``success_score`` is :class:`ModelWorld`'s stricter success reading.
     """
 
     def __init__(
@@ -166,6 +167,7 @@ class RolloutEngine:
         renderer: World | None = None,
         seed: int = 0,
         model_id: str = "",
+        success_score: float | None = None,
     ) -> None:
         if batch_size < 1:
             raise FactoryError(f"--batch-size must be >= 1, got {batch_size}")
@@ -174,7 +176,12 @@ class RolloutEngine:
         res = model.config.image_shape[0]
         self.renderer = renderer or make_world(world, batch_size=1, resolution=res)
         self.world = ModelWorld(
-            model, world=world, batch_size=batch_size, renderer=self.renderer, seed=seed
+            model,
+            world=world,
+            batch_size=batch_size,
+            renderer=self.renderer,
+            seed=seed,
+            success_score=success_score,
         )
         self.batch_size = batch_size
         self.make_generator = make_generator

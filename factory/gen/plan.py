@@ -19,6 +19,7 @@ import numpy as np
 from factory.envs import make_world
 from factory.envs.model_world import check_main_camera
 from factory.envs.pusht import pusht_spec
+from factory.envs.scoring import check_success_score
 from factory.errors import FactoryError
 from factory.gen.jobs import GenJob
 from factory.gen.perturb import perturb_actions
@@ -58,6 +59,7 @@ class GenerateConfig:
     append: bool = False
     fsync: bool = False  # a durable store: fsync data, meta and episode_ends at every commit
     stop_on_success: bool | None = None  # default: True for expert
+    success_score: float | None = None  # a stricter success reading (None: the task's own)
     replay_noise: float = 0.0  # px std of Gaussian noise on replayed actions
     replay_time_warp: float = 0.0  # replay speed drawn from U(1 - w, 1 + w)
     context: int = 1  # replay: real frames (and their actions) the model starts from
@@ -176,6 +178,7 @@ def plan_generate(cfg: GenerateConfig) -> GeneratePlan:
     resolution = mcfg.image_shape[0]
     spec = model_world_spec(mcfg, resolution)
     check_generator_world(cfg.generator, spec.name)
+    check_success_score(world_of(mcfg), cfg.success_score)
     gen_dim = _generator_action_dim(cfg, resolution)
     if gen_dim != mcfg.action_dim:
         raise FactoryError(
@@ -218,15 +221,18 @@ def plan_jobs(
     params = dict(cfg.generator_params)
     if cfg.generator == "policy":
         params.setdefault("path", str(cfg.policy))
+    # a stricter success reading is part of how an episode was made: its meta records it
+    strict = {} if cfg.success_score is None else {"success_score": cfg.success_score}
     jobs = []
     for i in range(cfg.episodes):
         seed = cfg.seed + i
         if (cfg.generator, seed) in done:
             continue
         if replay is not None:
-            jobs.append(_perturbed(cfg, replay[i % len(replay)], seed, stop))
+            job = _perturbed(cfg, replay[i % len(replay)], seed, stop)
         else:
-            jobs.append(GenJob(seed, cfg.generator, params, cfg.steps, stop))
+            job = GenJob(seed, cfg.generator, params, cfg.steps, stop)
+        jobs.append(replace(job, extra={**job.extra, **strict}) if strict else job)
     return jobs
 
 

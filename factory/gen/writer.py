@@ -94,6 +94,7 @@ def summarise(writer: Writer, plan: GeneratePlan, info: dict[str, Any]) -> dict[
         "model_id": plan.model_id,
         "batch_size": plan.cfg.batch_size,
         "only_success": plan.cfg.only_success,
+        "success_score": plan.cfg.success_score,
         **info,
         "store": plan.output().summary(),
     }
