@@ -57,6 +57,8 @@ from zero_real_demos import stage_g, stage_m, stage_null, stage_r, stage_transfe
 from zero_real_policies import state_policy
 from zero_real_run import BIN, Plan, Run, StageError, score_rows
 
+from factory.envs.scoring import check_success_score
+from factory.errors import FactoryError
 from factory.eval.contact_sheet import contact_sheet
 
 log = logging.getLogger("zero_real_data")
@@ -196,9 +198,10 @@ def _check(plan: Plan, arms: tuple[str, ...], restart: tuple[str, ...]) -> None:
         raise ValueError("episode length, rounds and steps must be positive")
     if not (plan.action_noise >= 0 and plan.action_noise < float("inf")):
         raise ValueError(f"--action-noise must be a finite number >= 0, got {plan.action_noise}")
-    g_score = plan.g_success_score
-    if g_score is not None and not 0.95 <= g_score <= 1.0:
-        raise ValueError(f"--g-success-score must lie between 0.95 and 1, got {g_score}")
+    try:
+        check_success_score("pusht", plan.g_success_score, "--g-success-score")
+    except FactoryError as err:
+        raise ValueError(str(err)) from None
     for flag, names in (("--arms", arms), ("--restart-arm", restart)):
         if not set(names) <= set(report.ARMS):
             raise ValueError(

@@ -17,10 +17,10 @@ Scorer = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
 
 
 def _score_pusht(task_state: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    from factory.envs.pusht_geometry import coverage
+    from factory.envs.pusht_geometry import SUCCESS_THRESHOLD, coverage
 
     score = np.array([coverage(np.asarray(p, np.float64)) for p in task_state], np.float32)
-    return score, score > 0.95
+    return score, score > SUCCESS_THRESHOLD
 
 
 def _score_pile(task_state: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -30,20 +30,29 @@ def _score_pile(task_state: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 SCORERS: dict[str, Scorer] = {"pusht": _score_pusht, "pile": _score_pile}
-SUCCESS_SCORE = {"pusht": 0.95, "pile": 0.9}
-"""Each world's own success rule: PushT's coverage above 0.95, the pile's fraction inside
-at least 0.9."""
 
 
-def check_success_score(world: str, value: float | None) -> None:
+def success_threshold(world: str) -> float | None:
+    """The score a world's own success rule compares with (PushT: coverage above 0.95; the
+    pile: the fraction inside at least 0.9), None for a world without a scorer."""
+    if world == "pusht":
+        from factory.envs import pusht_geometry as geo
+    elif world == "pile":
+        from factory.envs import pile_geometry as geo  # type: ignore[no-redef]
+    else:
+        return None
+    return float(geo.SUCCESS_THRESHOLD)
+
+
+def check_success_score(world: str, value: float | None, flag: str = "--success-score") -> None:
     """Refuse (:class:`FactoryError`) a stricter success score that is not stricter: it
-    must lie between the world's own threshold and 1."""
+    must lie between the world's own threshold and 1 (``flag`` names it in the message)."""
     if value is None:
         return
-    own = SUCCESS_SCORE.get(world)
+    own = success_threshold(world)
     if own is None or not own <= value <= 1.0:
         low = "the world's own threshold" if own is None else own
-        raise FactoryError(f"--success-score must lie between {low} and 1 for {world}, got {value}")
+        raise FactoryError(f"{flag} must lie between {low} and 1 for {world}, got {value}")
 
 
 def scorer_for(world: str) -> Scorer:
