@@ -27,6 +27,7 @@ from factory.model.object_set.reader import SetReader
 from factory.model.object_set.renderer import SetRenderer
 from factory.model.object_state.config import ObjectStateConfig
 from factory.model.object_state.dynamics import ObjectDynamics
+from factory.model.object_state.geometry import wrap_angle
 from factory.model.object_state.model import ObjectStateModel
 from factory.model.object_state.reader import StateReader
 from factory.model.object_state.renderer import Sprite, SpriteRenderer
@@ -107,6 +108,20 @@ def set_sprite(sprite: Sprite, rgb: torch.Tensor, opaque: torch.Tensor) -> None:
     with torch.no_grad():
         sprite.rgb.copy_(torch.logit(colour.clamp(1e-4, 1 - 1e-4)))  # colour logits
         sprite.alpha.copy_(torch.where(opaque, 8.0, -8.0)[None])
+
+
+def pusht_scene(n: int, seed: int) -> tuple[torch.Tensor, ...]:
+    """prev, cur (n, 5) and prev_action, action (n, 2): an agent near a block."""
+    g = torch.Generator().manual_seed(seed)
+    cur = torch.empty(n, 5)
+    cur[:, 2:4] = torch.rand(n, 2, generator=g) * 200 + 156
+    cur[:, 4] = (torch.rand(n, generator=g) * 2 - 1) * 3.0
+    cur[:, :2] = cur[:, 2:4] + torch.randn(n, 2, generator=g) * 60
+    prev = cur + torch.randn(n, 5, generator=g) * torch.tensor([4.0, 4, 2, 2, 0.02])
+    prev[:, 4] = wrap_angle(prev[:, 4])
+    pa = cur[:, :2] + torch.randn(n, 2, generator=g) * 20
+    a = cur[:, :2] + torch.randn(n, 2, generator=g) * 20
+    return prev, cur, pa, a
 
 
 def tiny_object_state_model(seed: int = 0, size: int = 32) -> ObjectStateModel:
