@@ -179,7 +179,8 @@ def _options(ap: argparse.ArgumentParser) -> None:
         "--eval-ahead",
         action="store_true",
         help="only score the checkpoints that exist now (beside a running experiment, "
-        "into the same folders; its commands go to WORK/eval_ahead.json)",
+        "into the same folders; its commands go to WORK/eval_ahead.json), and write the "
+        "report of every score so far to WORK/partial.json",
     )
 
 
@@ -232,31 +233,43 @@ def parse(argv: list[str] | None) -> tuple[Plan, argparse.Namespace]:
     return plan, a
 
 
+def write_report(plan: Plan, state: dict[str, Any], out: Path, partial: bool = False) -> dict:
+    """The results JSON, its plot and G's contact sheet from the scores WORK holds now.
+    ``partial``: an unfinished run's (``--eval-ahead``), with the stages still to run
+    under ``partial`` and no targets, since those are the whole default run's."""
+    ahead = plan.path("eval_ahead.json")
+    state = dict(state)
+    if ahead.is_file():  # evaluations run beside the experiment (--eval-ahead)
+        state["commands"] = state["commands"] + json.loads(ahead.read_text())["commands"]
+    res = report.build(score_rows(plan), state)
+    if partial:
+        done = {k for k, v in state["stages"].items() if v.get("status") == "done"}
+        res["partial"] = {"stages_to_run": [s for s in STAGES if s not in done]}
+        res["targets"] = {}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(res, indent=1, allow_nan=False) + "\n")
+    report.draw_plot(res, out.with_suffix(".png"))
+    files = {"json": str(out), "plot": str(out.with_suffix(".png"))}
+    g_store = plan.path("stores", "G.zarr")
+    if g_store.exists():  # what the model showed the expert in G's demos
+        sheet = out.with_name(out.stem + "_g_frames.png")
+        if contact_sheet(g_store, sheet):
+            files["g_frames"] = str(sheet)
+    return files
+
+
 def stage_report(out: Path) -> Callable[[Run], dict[str, Any]]:
     def go(run: Run) -> dict[str, Any]:
-        ahead = run.plan.path("eval_ahead.json")
-        state = dict(run.state)
-        if ahead.is_file():  # evaluations run beside the experiment (--eval-ahead)
-            state["commands"] = state["commands"] + json.loads(ahead.read_text())["commands"]
-        res = report.build(score_rows(run.plan), state)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(res, indent=1, allow_nan=False) + "\n")
-        report.draw_plot(res, out.with_suffix(".png"))
-        done = {"json": str(out), "plot": str(out.with_suffix(".png"))}
-        g_store = run.plan.path("stores", "G.zarr")
-        if g_store.exists():  # what the model showed the expert in G's demos
-            sheet = out.with_name(out.stem + "_g_frames.png")
-            if contact_sheet(g_store, sheet):
-                done["g_frames"] = str(sheet)
-        return done
+        return write_report(run.plan, run.state, out)
 
     return go
 
 
 def eval_ahead(plan: Plan, arms: tuple[str, ...]) -> int:
-    """Score every checkpoint that exists now and has no score yet, in both worlds. The
+    """Score every checkpoint that exists now and has no score yet, in both worlds, and
+    write the report of every score so far to ``WORK/partial.json`` (no targets). The
     scores are those the eval stage would write (same command, seeds and folders); only
-    the wall times differ, since this shares the CPU with the running experiment."""
+    the wall times differ when this shares the CPU with the running experiment."""
     if not plan.path("state.json").is_file():
         raise ValueError(f"{plan.work} has no experiment to evaluate ahead of")
     run = Run(plan, "eval_ahead.json")
@@ -266,6 +279,9 @@ def eval_ahead(plan: Plan, arms: tuple[str, ...]) -> int:
     except StageError as e:
         print(f"zero_real_data: {e}", file=sys.stderr)
         return 1
+    state = json.loads(plan.path("state.json").read_text())
+    files = write_report(plan, state, plan.path("partial.json"), partial=True)
+    log.info("the scores so far: %s", files["json"])
     return 0
 
 

@@ -48,6 +48,9 @@ def arm_tables(arm: str, res: dict[str, Any]) -> list[str]:
 def markdown(res: dict[str, Any]) -> str:
     """The results JSON as markdown tables."""
     out: list[str] = []
+    if res.get("partial"):
+        todo = ", ".join(res["partial"]["stages_to_run"])
+        out += [f"**Partial: an unfinished run** (stages still to run: {todo}); no targets.", ""]
     for arm, arm_res in res["arms"].items():
         out += arm_tables(arm, arm_res)
     g = res["g"]
@@ -73,8 +76,9 @@ def markdown(res: dict[str, Any]) -> str:
         ]
         for world, v in res["hold_still"].items():
             out.append(f"| {world} | {_f(v['success'])} | {_f(v['max_reward'])} |")
-    out += ["", "| target (default run) | met |", "| --- | --- |"]
-    out += [f"| {k} | {'yes' if v else '**no**'} |" for k, v in res["targets"].items()]
+    if res["targets"]:
+        out += ["", "| target (default run) | met |", "| --- | --- |"]
+        out += [f"| {k} | {'yes' if v else '**no**'} |" for k, v in res["targets"].items()]
     out += ["", "| stage | wall time (s) |", "| --- | --- |"]
     out += [f"| {k} | {v:.0f} |" for k, v in res["wall_s"].items()]
     return "\n".join(out) + "\n"

@@ -12,6 +12,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 
 import zero_real_data as zrd
+from zero_real_markdown import markdown
 from zero_real_policies import CANDIDATES, state_policy
 from zero_real_run import Run
 
@@ -93,3 +94,31 @@ def test_restarting_an_arm_keeps_the_rest(tmp_path: Path) -> None:
     ahead = json.loads((work / "eval_ahead.json").read_text())
     assert ahead["commands"][0]["superseded"] == str(old)
     assert Run(plan(work)).state["config"] == plan(work).config()  # the rerun resumes
+
+
+def test_partial_report_has_the_scores_so_far_and_no_targets(tmp_path: Path) -> None:
+    """``--eval-ahead``'s report of an unfinished run: the scores that exist, the stages
+    still to run, and no targets (they are the whole default run's)."""
+    work = tmp_path / "w"
+    p = plan(work)
+    run = Run(p)
+    for stage in ("R", "G", "transfer", "null", "M", "export_state"):
+        run.stage(stage).update(status="done", wall_s=1.0)
+    run.save()
+    scores = {(5500, "real"): 20.0, (5500, "model"): 24.0, (11000, "real"): 60.0,
+              (11000, "model"): 66.0}  # fmt: skip
+    for (step, world), pc in scores.items():
+        f = work / "eval" / "state" / "R100" / str(step) / world / "eval_info.json"
+        f.parent.mkdir(parents=True)
+        overall = {"pc_success": pc, "avg_max_reward": pc / 100 + 0.1, "n_episodes": 50}
+        f.write_text(json.dumps({"overall": overall}))
+    files = zrd.write_report(p, run.state, work / "partial.json", partial=True)
+    res = json.loads(Path(files["json"]).read_text())
+    assert res["partial"]["stages_to_run"][:2] == ["train_state", "eval_state"]
+    assert "report" in res["partial"]["stages_to_run"] and res["targets"] == {}
+    state = res["arms"]["state"]
+    assert state["real_success"] == {"R": 0.6, "G": None, "M": None}
+    assert state["model_success"]["R"] == 0.66 and state["agreement"]["n_checkpoints"] == 2
+    text = markdown(res)
+    assert "**Partial: an unfinished run**" in text and "target (default run)" not in text
+    assert Path(files["plot"]).is_file()
