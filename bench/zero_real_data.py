@@ -233,7 +233,9 @@ def parse(argv: list[str] | None) -> tuple[Plan, argparse.Namespace]:
     return plan, a
 
 
-def write_report(plan: Plan, state: dict[str, Any], out: Path, partial: bool = False) -> dict:
+def write_report(
+    plan: Plan, state: dict[str, Any], out: Path, partial: bool = False
+) -> dict[str, str]:
     """The results JSON, its plot and G's contact sheet from the scores WORK holds now.
     ``partial``: an unfinished run's (``--eval-ahead``), with the stages still to run
     under ``partial`` and no targets, since those are the whole default run's."""
