@@ -30,7 +30,8 @@ Run it from the repository root; rerun the same command after an interruption. S
   episode index) in the ground truth (``--env.type=pusht``) and inside the model
   (``--env.type=demofactory``), with the arm's ``--env.obs_type``.
 - **report**: ``docs/results/zero_real_data.json`` (``arms.state``, ``arms.image``, ``g``,
-  the targets), its plot and G's contact sheet.
+  the targets), its plot and G's contact sheet, and the tables in ``docs/RESULTS.md``
+  (between ``zero_real_markdown``'s markers; ``--results-md``).
 
 ``WORK/state.json`` records the config, every command as it ran (exit status, wall time,
 log under ``WORK/logs/``) and each stage's wall time; a finished stage, export, checkpoint
@@ -54,6 +55,7 @@ from typing import Any
 import zero_real_report as report
 from zero_real_arms import stage_eval, stage_export, stage_train
 from zero_real_demos import stage_g, stage_m, stage_null, stage_r, stage_transfer
+from zero_real_markdown import write_into
 from zero_real_policies import state_policy
 from zero_real_run import BIN, Plan, Run, StageError, score_rows
 
@@ -174,6 +176,9 @@ def _options(ap: argparse.ArgumentParser) -> None:
                     "scores move to WORK/superseded/; demos and exports are kept)")  # fmt: skip
     ap.add_argument("--out", help="results JSON (default docs/results/zero_real_data.json; "
                     "--tiny: WORK/zero_real_data.json); the plot goes beside it")  # fmt: skip
+    ap.add_argument("--results-md", help="the markdown whose tables the report stage rewrites "
+                    "between zero_real_markdown's markers (default docs/RESULTS.md with the "
+                    "default --out, else none; '' for none)")  # fmt: skip
     ap.add_argument("--stop-after", choices=STAGES, help="stop after this stage")
     ap.add_argument(
         "--eval-ahead",
@@ -224,12 +229,16 @@ def parse(argv: list[str] | None) -> tuple[Plan, argparse.Namespace]:
              "device", "model", "g_all", "action_noise")  # fmt: skip
     plan = Plan(**pick, **{k: getattr(a, k) for k in fixed})
     _check(plan, a.arms, a.restart_arm)
+    if a.results_md is None:
+        a.results_md = "" if a.tiny or a.out is not None else str(REPO / "docs" / "RESULTS.md")
     if a.out is None:
         a.out = (
             str(plan.path("zero_real_data.json"))
             if a.tiny
             else str(REPO / "docs" / "results" / "zero_real_data.json")
         )
+    if a.results_md and not Path(a.results_md).is_file():
+        raise ValueError(f"--results-md {a.results_md}: no such file")
     return plan, a
 
 
@@ -260,9 +269,19 @@ def write_report(
     return files
 
 
-def stage_report(out: Path) -> Callable[[Run], dict[str, Any]]:
+def stage_report(out: Path, results_md: str = "") -> Callable[[Run], dict[str, Any]]:
+    """The report stage: :func:`write_report`, then the tables in ``results_md`` (none when
+    empty; a document without the markers is left as it is, with a warning)."""
+
     def go(run: Run) -> dict[str, Any]:
-        return write_report(run.plan, run.state, out)
+        files = write_report(run.plan, run.state, out)
+        if results_md:
+            try:
+                write_into(Path(results_md), json.loads(out.read_text()))
+                files["tables"] = results_md
+            except ValueError as err:
+                log.warning("%s: tables not written: %s", results_md, err)
+        return files
 
     return go
 
@@ -303,7 +322,7 @@ def main(argv: list[str] | None = None) -> int:
         "transfer": stage_transfer,
         "null": stage_null,
         "M": stage_m,
-        "report": stage_report(Path(a.out)),
+        "report": stage_report(Path(a.out), a.results_md),
     }
     for arm in report.ARMS:
         fns[f"export_{arm}"] = stage_export(arm)

@@ -1,14 +1,22 @@
 """``docs/RESULTS.md``'s tables from ``bench/zero_real_data.py``'s JSON:
 
-.venv/bin/python bench/zero_real_markdown.py docs/results/zero_real_data.json
+.venv/bin/python bench/zero_real_markdown.py docs/results/zero_real_data.json      # print them
+.venv/bin/python bench/zero_real_markdown.py docs/results/zero_real_data.json --into docs/RESULTS.md
+
+``--into`` (and the experiment's report stage) replaces what lies between the document's
+:data:`BEGIN` and :data:`END` markers and leaves the rest of it as it is.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
-import sys
+import os
 from pathlib import Path
 from typing import Any
+
+BEGIN = "<!-- zero_real_data tables: begin (bench/zero_real_markdown.py writes them) -->"
+END = "<!-- zero_real_data tables: end -->"
 
 
 def _f(x: Any, digits: int = 3) -> str:
@@ -84,5 +92,45 @@ def markdown(res: dict[str, Any]) -> str:
     return "\n".join(out) + "\n"
 
 
+def splice(doc: str, tables: str) -> str:
+    """``doc`` with the text between its one :data:`BEGIN` and its one :data:`END` line
+    replaced by ``tables``; ValueError when the markers are missing, repeated or out of
+    order."""
+    lines = doc.split("\n")
+    begins = [i for i, line in enumerate(lines) if line.strip() == BEGIN]
+    ends = [i for i, line in enumerate(lines) if line.strip() == END]
+    if len(begins) != 1 or len(ends) != 1 or ends[0] < begins[0]:
+        raise ValueError(f"needs one {BEGIN!r} line and, after it, one {END!r} line")
+    body = tables.rstrip("\n").split("\n")
+    return "\n".join([*lines[: begins[0] + 1], "", *body, "", *lines[ends[0] :]])
+
+
+def write_into(doc: Path, res: dict[str, Any]) -> None:
+    """Replace the tables in the markdown file ``doc`` (:func:`splice`), atomically."""
+    text = splice(doc.read_text(), markdown(res))
+    tmp = doc.with_name(doc.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, doc)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("json", type=Path, help="bench/zero_real_data.py's results JSON")
+    ap.add_argument("--into", type=Path, help="a markdown file with the BEGIN / END markers")
+    a = ap.parse_args(argv)
+    try:
+        res = json.loads(a.json.read_text())
+        if a.into is None:
+            print(markdown(res), end="")
+        else:
+            write_into(a.into, res)
+    except KeyError as err:
+        ap.exit(2, f"zero_real_markdown: {a.json} is not a results JSON of the experiment "
+                f"(no {err})\n")  # fmt: skip
+    except (OSError, ValueError) as err:
+        ap.exit(2, f"zero_real_markdown: {err}\n")
+    return 0
+
+
 if __name__ == "__main__":
-    print(markdown(json.loads(Path(sys.argv[1]).read_text())), end="")
+    raise SystemExit(main())

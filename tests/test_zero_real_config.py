@@ -12,7 +12,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 
 import zero_real_data as zrd
-from zero_real_markdown import markdown
+from zero_real_markdown import BEGIN, END, markdown, splice
 from zero_real_policies import CANDIDATES, state_policy
 from zero_real_run import Run
 
@@ -122,3 +122,51 @@ def test_partial_report_has_the_scores_so_far_and_no_targets(tmp_path: Path) -> 
     text = markdown(res)
     assert "**Partial: an unfinished run**" in text and "target (default run)" not in text
     assert (work / "partial.png").is_file()
+
+
+def _doc(body: str) -> str:
+    return f"# Results\n\nprose above\n\n{BEGIN}\n{body}\n{END}\n\nprose below\n"
+
+
+def test_splice_replaces_only_the_tables_between_the_markers() -> None:
+    doc = _doc("| old | table |")
+    new = splice(doc, "### The state arm\n\n| new |\n")
+    assert "| old |" not in new and "| new |" in new
+    assert new.startswith("# Results\n\nprose above\n\n" + BEGIN)
+    assert new.endswith(END + "\n\nprose below\n")
+    assert splice(new, "### The state arm\n\n| new |\n") == new  # a rerun changes nothing
+
+
+@pytest.mark.parametrize("doc", ["no markers at all\n", f"{END}\n{BEGIN}\n", _doc("x") + _doc("y")])
+def test_splice_refuses_a_document_without_one_ordered_pair_of_markers(doc: str) -> None:
+    with pytest.raises(ValueError, match="needs one"):
+        splice(doc, "| t |\n")
+
+
+def test_the_report_stage_writes_the_tables_into_the_results_document(tmp_path: Path) -> None:
+    """The default run regenerates RESULTS.md's tables from the JSON it writes; a document
+    without the markers is left as it was."""
+    work, md, bare = tmp_path / "w", tmp_path / "RESULTS.md", tmp_path / "BARE.md"
+    md.write_text(_doc("stale"))
+    bare.write_text("no markers\n")
+    out = tmp_path / "res.json"
+    p, a = zrd.parse(["--work", str(work), "--out", str(out), "--results-md", str(md)])
+    assert a.results_md == str(md)
+    run = Run(p)
+    files = zrd.stage_report(out, str(md))(run)
+    text = md.read_text()
+    assert files["tables"] == str(md) and "stale" not in text
+    assert "| stage | wall time (s) |" in text and text.endswith(END + "\n\nprose below\n")
+    assert markdown(json.loads(out.read_text())) in text
+    zrd.stage_report(out, str(bare))(run)
+    assert bare.read_text() == "no markers\n"
+
+
+def test_results_md_defaults_to_none_for_another_out_and_refuses_a_missing_file(
+    tmp_path: Path,
+) -> None:
+    work = tmp_path / "w"
+    assert zrd.parse(["--work", str(work), "--out", str(tmp_path / "r.json")])[1].results_md == ""
+    assert zrd.parse(["--work", str(work)])[1].results_md.endswith("docs/RESULTS.md")
+    with pytest.raises(ValueError, match="no such file"):
+        zrd.parse(["--work", str(work), "--results-md", str(tmp_path / "missing.md")])
