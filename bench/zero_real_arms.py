@@ -8,6 +8,7 @@ import shlex
 import shutil
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from zero_real_policies import state_policy
 from zero_real_run import LEROBOT_ENV, Plan, Run, checkpoints, datasets, picked
@@ -36,38 +37,35 @@ def stage_export(arm: str) -> Stage:
     return go
 
 
-def _train_state(run: Run, d: str) -> None:
+def _state_args(run: Run, d: str) -> list[str] | None:
+    """``factory policy train``'s arguments for dataset ``d`` (None: already trained)."""
     p = run.plan
     run_dir = p.path("train", "state", d)
     steps, saves = p.state_schedule(d)
     if steps in checkpoints(run_dir):
-        return
-    args = [
+        return None
+    return [
         "policy", "train", str(p.path("lerobot", "state", d)), str(run_dir),
         "--repo-id", f"local/zero_real_state_{d}", *state_policy(p.state_policy).train_args(),
         "--steps", str(steps), "--batch-size", str(p.state_batch),
         "--save", ",".join(str(s) for s in saves), "--seed", str(p.train_seed),
         "--device", p.device, "--json",
     ]  # fmt: skip
-    info = run.cmd("train_state", "factory", args, env=LEROBOT_ENV)
-    run.stage("train_state").setdefault("runs", {})[d] = {
-        k: info.get(k) for k in ("wall_s", "cpu_s", "loss_last_100", "frames")
-    }
 
 
-def _train_image(run: Run, d: str) -> None:
+def _image_args(run: Run, d: str) -> list[str] | None:
+    """``lerobot-train``'s arguments for dataset ``d``: a resume from its last checkpoint,
+    or a fresh run (a started one without a checkpoint is removed); None: already trained."""
     p = run.plan
     run_dir = p.path("train", "image", d)
     if p.image_steps in checkpoints(run_dir):
-        return
+        return None
     last = run_dir / "checkpoints" / "last" / "pretrained_model" / "train_config.json"
     if last.is_file():
-        run.cmd("train_image", "lerobot-train", [f"--config_path={last}", "--resume=true"],
-                env=LEROBOT_ENV)  # fmt: skip
-        return
+        return [f"--config_path={last}", "--resume=true"]
     if run_dir.exists():
         shutil.rmtree(run_dir)  # started, no checkpoint yet
-    args = [
+    return [
         f"--dataset.repo_id=local/zero_real_image_{d}",
         f"--dataset.root={p.path('lerobot', 'image', d)}",
         "--dataset.video_backend=pyav",
@@ -83,13 +81,29 @@ def _train_image(run: Run, d: str) -> None:
         "--wandb.enable=false",
         f"--output_dir={run_dir}",
     ]
-    run.cmd("train_image", "lerobot-train", args, env=LEROBOT_ENV)
 
 
 def stage_train(arm: str) -> Stage:
+    """Train the arm's datasets that lack their last checkpoint, ``run.jobs`` at a time."""
+
     def go(run: Run) -> None:
+        pending = {}
         for d in datasets(run, arm):
-            (_train_state if arm == "state" else _train_image)(run, d)
+            args = (_state_args if arm == "state" else _image_args)(run, d)
+            if args is not None:
+                pending[d] = args
+        names = list(pending)
+
+        def record(i: int, info: Any) -> None:  # the state runs' own timing and loss
+            runs = run.stage("train_state").setdefault("runs", {})
+            runs[names[i]] = {
+                k: info.get(k) for k in ("wall_s", "cpu_s", "loss_last_100", "frames")
+            }
+            run.save()
+
+        exe = "factory" if arm == "state" else "lerobot-train"
+        run.cmds(f"train_{arm}", exe, list(pending.values()), env=LEROBOT_ENV,
+                 on_done=record if arm == "state" else None)  # fmt: skip
 
     return go
 
@@ -119,8 +133,12 @@ def eval_args(p: Plan, arm: str, policy: Path, world: str, out: Path) -> list[st
 
 
 def stage_eval(arm: str, worlds: tuple[str, ...]) -> Stage:
+    """Score every checkpoint without its ``eval_info.json`` in each world, ``run.jobs``
+    at a time."""
+
     def go(run: Run) -> None:
         p = run.plan
+        pending = []
         for d in datasets(run, arm):
             for step, policy in sorted(checkpoints(p.path("train", arm, d)).items()):
                 for world in worlds:
@@ -129,7 +147,7 @@ def stage_eval(arm: str, worlds: tuple[str, ...]) -> Stage:
                         continue
                     if out.exists():
                         shutil.rmtree(out)
-                    args = eval_args(p, arm, policy, world, out)
-                    run.cmd(f"eval_{arm}", "lerobot-eval", args, env=LEROBOT_ENV)
+                    pending.append(eval_args(p, arm, policy, world, out))
+        run.cmds(f"eval_{arm}", "lerobot-eval", pending, env=LEROBOT_ENV)
 
     return go

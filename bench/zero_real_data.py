@@ -38,8 +38,10 @@ log under ``WORK/logs/``) and each stage's wall time; a finished stage, export, 
 or evaluation is never redone. A work directory made with other shared settings is
 refused (exit 2); one whose arm's settings changed is refused too unless
 ``--restart-arm ARM`` redoes that arm (its old runs and scores move to
-``WORK/superseded/``; the demos, exports and the other arm are kept). The policy settings
-were chosen on R alone (docs/RESULTS.md), never on G or M.
+``WORK/superseded/``; the demos, exports and the other arm are kept). ``--jobs`` runs
+that many of a stage's trainings or evaluations at once, each with its share of the cores
+(``bench/train_jobs_bench.py`` measures what that buys). The policy settings were chosen
+on R alone (docs/RESULTS.md), never on G or M.
 """
 
 from __future__ import annotations
@@ -83,6 +85,7 @@ IMAGE_ACT_TINY = (
     "--policy.n_heads=2 --policy.dim_feedforward=128 --policy.n_encoder_layers=1 "
     "--policy.n_decoder_layers=1 --policy.chunk_size=8 --policy.n_action_steps=8"
 )
+JOBS = 2  # commands of a training or evaluation stage run at once (--jobs)
 FULL: dict[str, Any] = dict(
     work="runs/zero_real_data",
     n=100,
@@ -179,6 +182,9 @@ def _options(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--results-md", help="the markdown whose tables the report stage rewrites "
                     "between zero_real_markdown's markers (default docs/RESULTS.md with the "
                     "default --out, else none; '' for none)")  # fmt: skip
+    ap.add_argument("--jobs", type=int, default=JOBS, help="trainings and evaluations run at "
+                    f"once, each with an equal share of the cores (default {JOBS}); not part "
+                    "of the config")  # fmt: skip
     ap.add_argument("--stop-after", choices=STAGES, help="stop after this stage")
     ap.add_argument(
         "--eval-ahead",
@@ -237,6 +243,8 @@ def parse(argv: list[str] | None) -> tuple[Plan, argparse.Namespace]:
             if a.tiny
             else str(REPO / "docs" / "results" / "zero_real_data.json")
         )
+    if a.jobs < 1:
+        raise ValueError(f"--jobs must be at least 1, got {a.jobs}")
     if a.results_md and not Path(a.results_md).is_file():
         raise ValueError(f"--results-md {a.results_md}: no such file")
     return plan, a
@@ -312,7 +320,7 @@ def main(argv: list[str] | None = None) -> int:
         plan, a = parse(argv)
         if a.eval_ahead:
             return eval_ahead(plan, a.arms)
-        run = Run(plan, restart=a.restart_arm)
+        run = Run(plan, restart=a.restart_arm, jobs=a.jobs)
     except ValueError as e:
         print(f"zero_real_data: {e}", file=sys.stderr)
         return 2

@@ -136,8 +136,11 @@ class Run(StageRun):
     """``WORK/state.json``: config, stages (status, wall_s, info), commands, notes, and
     the records of arms redone with other settings (``superseded``)."""
 
-    def __init__(self, plan: Plan, name: str = "state.json", restart: Collection[str] = ()) -> None:
+    def __init__(
+        self, plan: Plan, name: str = "state.json", restart: Collection[str] = (), jobs: int = 1
+    ) -> None:
         self.plan = plan
+        self.jobs = jobs  # commands of a stage run at once (Run.cmds); not part of the config
         file = plan.path(name)
         redo: list[str] = []
         if file.is_file():
@@ -203,42 +206,104 @@ class Run(StageRun):
     ) -> Any:
         """Run one command (its log in WORK/logs) with ``env`` added to this process's
         environment; a factory ``--json`` stdout is parsed."""
-        env_extra = env or {}
+        return self.cmds(stage, exe, [args], env=env)[0]
+
+    def cmds(
+        self, stage: str, exe: str, arg_lists: list[list[str]], *,
+        env: dict[str, str] | None = None, on_done: Callable[[int, Any], None] | None = None,
+    ) -> list[Any]:  # fmt: skip
+        """Run the commands ``exe ARGS`` for each of ``arg_lists``, ``self.jobs`` at a time
+        (each with its share of the cores, :func:`threads_per_job`, when more run), in
+        order; each is logged as it ends, and ``on_done(i, output)`` called for each that
+        succeeds. Returns their parsed ``--json`` outputs, in order. A failure lets the
+        others end, then raises :class:`StageError`."""
+        extra = dict(env or {})
+        if self.jobs > 1 and len(arg_lists) > 1:
+            extra.setdefault("OMP_NUM_THREADS", str(threads_per_job(self.jobs)))
+        waiting = list(enumerate(arg_lists))
+        running: list[tuple[int, _Job]] = []
+        out: list[Any] = [None] * len(arg_lists)
+        failed: list[str] = []
+        while waiting or running:
+            while waiting and len(running) < max(1, self.jobs):
+                i, args = waiting.pop(0)
+                running.append((i, self._launch(stage, exe, args, extra, len(running))))
+            time.sleep(0.05)
+            for item in [r for r in running if r[1].proc.poll() is not None]:
+                running.remove(item)
+                i, job = item
+                try:
+                    out[i] = self._finish(job)
+                except StageError as err:
+                    failed.append(str(err))
+                    continue
+                if on_done is not None:
+                    on_done(i, out[i])
+        if failed:
+            raise StageError("; ".join(failed))
+        return out
+
+    def _launch(
+        self, stage: str, exe: str, args: list[str], env: dict[str, str], in_flight: int
+    ) -> _Job:
         argv = [str(BIN / exe), *args]
-        shown = " ".join(f"{k}={v}" for k, v in env_extra.items())
+        shown = " ".join(f"{k}={v}" for k, v in env.items())
         shown = f"{shown} {shlex.join([_rel(argv[0]), *args])}".strip()
-        k = len(self.state["commands"])
+        k = len(self.state["commands"]) + in_flight
         log_path = self.plan.path("logs", f"{k:03d}_{stage}.log")
         log.info("$ %s", shown)
-        t0 = time.monotonic()
-        with log_path.open("w") as err:
-            out = subprocess.run(
-                argv,
-                stdout=subprocess.PIPE if "--json" in args else err,
-                stderr=err,
-                text=True,
-                env={**os.environ, **env_extra},
-            )
-        wall = round(time.monotonic() - t0, 1)
+        err = log_path.open("w")
+        json_out = log_path.with_suffix(".stdout") if "--json" in args else None
+        out = json_out.open("w") if json_out is not None else err
+        proc = subprocess.Popen(argv, stdout=out, stderr=err, text=True, env={**os.environ, **env})
+        if out is not err:
+            out.close()
+        err.close()
+        return _Job(stage, shown, log_path, json_out, proc, time.monotonic())
+
+    def _finish(self, job: _Job) -> Any:
+        """Record an ended command; its parsed ``--json`` stdout (None without one)."""
+        rc = job.proc.wait()
         self.state["commands"].append(
             {
-                "stage": stage,
-                "cmd": shown,
-                "rc": out.returncode,
-                "wall_s": wall,
-                "log": str(log_path),
+                "stage": job.stage,
+                "cmd": job.shown,
+                "rc": rc,
+                "wall_s": round(time.monotonic() - job.t0, 1),
+                "log": str(job.log_path),
             }
         )
         self.save()
-        if out.stdout:
-            with log_path.open("a") as f:
-                f.write(out.stdout)
-        if out.returncode != 0:
-            raise StageError(f"{stage}: command failed (exit {out.returncode}); see {log_path}")
+        text = ""
+        if job.json_out is not None:
+            text = job.json_out.read_text()
+            job.json_out.unlink()
+            with job.log_path.open("a") as f:
+                f.write(text)
+        if rc != 0:
+            raise StageError(f"{job.stage}: command failed (exit {rc}); see {job.log_path}")
         try:
-            return json.loads(out.stdout) if out.stdout else None
+            return json.loads(text) if text else None
         except json.JSONDecodeError:
             return None
+
+
+@dataclass
+class _Job:
+    """A command that :meth:`Run.cmds` started."""
+
+    stage: str
+    shown: str
+    log_path: Path
+    json_out: Path | None
+    proc: subprocess.Popen[str]
+    t0: float
+
+
+def threads_per_job(jobs: int) -> int:
+    """Torch threads (``OMP_NUM_THREADS``) of each of ``jobs`` commands run at once: an
+    equal share of this machine's cores, at least one."""
+    return max(1, (os.cpu_count() or 1) // jobs)
 
 
 def _rel(path: str) -> str:

@@ -4,6 +4,7 @@ dataset size, and what a rerun with other settings keeps, redoes or refuses."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -14,7 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 import zero_real_data as zrd
 from zero_real_markdown import BEGIN, END, markdown, splice
 from zero_real_policies import CANDIDATES, state_policy
-from zero_real_run import Run
+from zero_real_run import Run, StageError, threads_per_job
 
 
 def plan(work: Path, *extra: str) -> zrd.Plan:
@@ -170,3 +171,61 @@ def test_results_md_defaults_to_none_for_another_out_and_refuses_a_missing_file(
     assert zrd.parse(["--work", str(work)])[1].results_md.endswith("docs/RESULTS.md")
     with pytest.raises(ValueError, match="no such file"):
         zrd.parse(["--work", str(work), "--results-md", str(tmp_path / "missing.md")])
+
+
+CHILD = (
+    "import json, os, sys, time\n"
+    "t0 = time.time(); time.sleep(0.4)\n"
+    "open(sys.argv[1], 'w').write(f'{t0} {time.time()}')\n"
+    "print(json.dumps({'i': int(sys.argv[2]), 'omp': os.environ.get('OMP_NUM_THREADS')}))\n"
+    "sys.exit(int(sys.argv[3]))\n"
+)
+
+
+def _children(tmp: Path, codes: list[int]) -> list[list[str]]:
+    return [
+        ["-c", CHILD, str(tmp / f"t{i}"), str(i), str(c), "--json"] for i, c in enumerate(codes)
+    ]
+
+
+def _spans(tmp: Path, n: int) -> list[tuple[float, float]]:
+    return [tuple(map(float, (tmp / f"t{i}").read_text().split())) for i in range(n)]  # type: ignore[misc]
+
+
+def test_cmds_run_jobs_at_a_time_with_their_share_of_threads_in_order(tmp_path: Path) -> None:
+    """``--jobs 2``: two of three commands overlap, never three; outputs come back in the
+    order given; each command is logged once, under its own log file."""
+    run = Run(plan(tmp_path / "w"), jobs=2)
+    done: list[int] = []
+    out = run.cmds(
+        "t", "python", _children(tmp_path, [0, 0, 0]), on_done=lambda i, _: done.append(i)
+    )
+    assert [o["i"] for o in out] == [0, 1, 2] and sorted(done) == [0, 1, 2]
+    assert {o["omp"] for o in out} == {str(threads_per_job(2))}
+    spans = _spans(tmp_path, 3)
+    at_once = max(sum(a <= t < b for a, b in spans) for t, _ in spans)
+    assert at_once == 2
+    logs = [c["log"] for c in run.state["commands"]]
+    assert len(set(logs)) == 3 and all(c["rc"] == 0 for c in run.state["commands"])
+    assert not list((tmp_path / "w" / "logs").glob("*.stdout"))  # stdout moved into the log
+
+
+def test_cmds_one_job_runs_them_in_turn_with_the_threads_it_was_given(tmp_path: Path) -> None:
+    run = Run(plan(tmp_path / "w"))
+    out = run.cmds("t", "python", _children(tmp_path, [0, 0]))
+    first, second = _spans(tmp_path, 2)
+    assert first[1] <= second[0] and out[0]["omp"] == os.environ.get("OMP_NUM_THREADS")
+
+
+def test_a_failed_command_lets_the_others_end_then_fails_the_stage(tmp_path: Path) -> None:
+    run = Run(plan(tmp_path / "w"), jobs=2)
+    done: list[int] = []
+    with pytest.raises(StageError, match="exit 3"):
+        run.cmds("t", "python", _children(tmp_path, [3, 0, 0]), on_done=lambda i, _: done.append(i))
+    assert sorted(done) == [1, 2]  # the others ran to the end and were recorded
+    assert sorted(c["rc"] for c in run.state["commands"]) == [0, 0, 3]
+
+
+def test_jobs_must_be_positive(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="--jobs"):
+        zrd.parse(["--work", str(tmp_path / "w"), "--jobs", "0"])
