@@ -224,21 +224,27 @@ class Run(StageRun):
         running: list[tuple[int, _Job]] = []
         out: list[Any] = [None] * len(arg_lists)
         failed: list[str] = []
-        while waiting or running:
-            while waiting and len(running) < max(1, self.jobs):
-                i, args = waiting.pop(0)
-                running.append((i, self._launch(stage, exe, args, extra, len(running))))
-            time.sleep(0.05)
-            for item in [r for r in running if r[1].proc.poll() is not None]:
-                running.remove(item)
-                i, job = item
-                try:
-                    out[i] = self._finish(job)
-                except StageError as err:
-                    failed.append(str(err))
-                    continue
-                if on_done is not None:
-                    on_done(i, out[i])
+        try:
+            while waiting or running:
+                while waiting and len(running) < max(1, self.jobs):
+                    i, args = waiting.pop(0)
+                    running.append((i, self._launch(stage, exe, args, extra, len(running))))
+                time.sleep(0.05)
+                for item in [r for r in running if r[1].proc.poll() is not None]:
+                    running.remove(item)
+                    i, job = item
+                    try:
+                        out[i] = self._finish(job)
+                    except StageError as err:
+                        failed.append(str(err))
+                        continue
+                    if on_done is not None:
+                        on_done(i, out[i])
+        except BaseException:  # an interrupt: no command outlives the run
+            for _, job in running:
+                job.proc.kill()
+                job.proc.wait()
+            raise
         if failed:
             raise StageError("; ".join(failed))
         return out

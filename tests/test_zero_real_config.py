@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -229,3 +230,22 @@ def test_a_failed_command_lets_the_others_end_then_fails_the_stage(tmp_path: Pat
 def test_jobs_must_be_positive(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="--jobs"):
         zrd.parse(["--work", str(tmp_path / "w"), "--jobs", "0"])
+
+
+def test_an_interrupt_kills_the_commands_still_running(tmp_path: Path) -> None:
+    run = Run(plan(tmp_path / "w"), jobs=2)
+    pid_file = tmp_path / "pid"
+    slow = ["-c", "import os, sys, time; open(sys.argv[1], 'w').write(str(os.getpid())); "
+            "time.sleep(60)", str(pid_file)]  # fmt: skip
+
+    def interrupt(i: int, _: object) -> None:
+        for _ in range(200):  # until the slow one has started
+            if pid_file.is_file() and pid_file.read_text():
+                break
+            time.sleep(0.05)
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run.cmds("t", "python", [["-c", "pass"], slow], on_done=interrupt)
+    with pytest.raises(ProcessLookupError):  # killed and reaped, not left running
+        os.kill(int(pid_file.read_text()), 0)
