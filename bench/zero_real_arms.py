@@ -65,6 +65,11 @@ def _image_args(run: Run, d: str) -> list[str] | None:
         return [f"--config_path={last}", "--resume=true"]
     if run_dir.exists():
         shutil.rmtree(run_dir)  # started, no checkpoint yet
+    return image_train_args(p, d, run_dir)
+
+
+def image_train_args(p: Plan, d: str, run_dir: Path) -> list[str]:
+    """``lerobot-train``'s arguments for a fresh image run on dataset ``d`` into ``run_dir``."""
     return [
         f"--dataset.repo_id=local/zero_real_image_{d}",
         f"--dataset.root={p.path('lerobot', 'image', d)}",
