@@ -44,6 +44,12 @@ def _state_args(run: Run, d: str) -> list[str] | None:
     steps, saves = p.state_schedule(d)
     if steps in checkpoints(run_dir):
         return None
+    return state_train_args(p, d, run_dir, steps, saves)
+
+
+def state_train_args(p: Plan, d: str, run_dir: Path, steps: int, saves: list[int]) -> list[str]:
+    """``factory policy train``'s arguments for the state policy on dataset ``d``: ``steps``
+    updates into ``run_dir``, checkpointed at ``saves`` (and the last step)."""
     return [
         "policy", "train", str(p.path("lerobot", "state", d)), str(run_dir),
         "--repo-id", f"local/zero_real_state_{d}", *state_policy(p.state_policy).train_args(),

@@ -251,11 +251,13 @@ def parse(argv: list[str] | None) -> tuple[Plan, argparse.Namespace]:
 
 
 def write_report(
-    plan: Plan, state: dict[str, Any], out: Path, partial: bool = False
+    plan: Plan, state: dict[str, Any], out: Path, partial: bool = False, results_md: str = ""
 ) -> dict[str, str]:
-    """The results JSON, its plot and G's contact sheet from the scores WORK holds now.
-    ``partial``: an unfinished run's (``--eval-ahead``), with the stages still to run
-    under ``partial`` and no targets, since those are the whole default run's."""
+    """The results JSON, its plot and G's contact sheet from the scores WORK holds now,
+    and their tables in ``results_md`` (none when empty; a document without the markers
+    is left as it is, with a warning). ``partial``: an unfinished run's
+    (``--eval-ahead``), with the stages still to run under ``partial`` and no targets,
+    since those are the whole default run's."""
     ahead = plan.path("eval_ahead.json")
     state = dict(state)
     if ahead.is_file():  # evaluations run beside the experiment (--eval-ahead)
@@ -274,22 +276,18 @@ def write_report(
         sheet = out.with_name(out.stem + "_g_frames.png")
         if contact_sheet(g_store, sheet):
             files["g_frames"] = str(sheet)
+    if results_md:
+        try:
+            write_into(Path(results_md), res)
+            files["tables"] = results_md
+        except ValueError as err:
+            log.warning("%s: tables not written: %s", results_md, err)
     return files
 
 
 def stage_report(out: Path, results_md: str = "") -> Callable[[Run], dict[str, Any]]:
-    """The report stage: :func:`write_report`, then the tables in ``results_md`` (none when
-    empty; a document without the markers is left as it is, with a warning)."""
-
     def go(run: Run) -> dict[str, Any]:
-        files = write_report(run.plan, run.state, out)
-        if results_md:
-            try:
-                write_into(Path(results_md), json.loads(out.read_text()))
-                files["tables"] = results_md
-            except ValueError as err:
-                log.warning("%s: tables not written: %s", results_md, err)
-        return files
+        return write_report(run.plan, run.state, out, results_md=results_md)
 
     return go
 
