@@ -10,8 +10,10 @@ Run it from the repository root; rerun the same command after an interruption. S
   seeds 300000+; the first N successful ones, by seed).
 - **G**: N demonstrations generated inside the model (``factory generate --generator expert
   --only-success``, kept by the model's own success reading, made stricter than the task's
-  by ``--g-success-score``: ``generate --success-score``; the only real input is the
-  seeded reset). Rounds of N fresh seeds until N are kept or ``--max-rounds`` are spent.
+  by ``--g-success-score``: ``generate --success-score``, and with ``--g-robust-keep``
+  only when that many noisy replays in the model still succeed: ``generate
+  --robust-keep``; the only real input is the seeded reset). Rounds of N fresh seeds
+  until N are kept or ``--max-rounds`` are spent.
 - **transfer**: G's demos replayed open loop in the ground truth from the same seeded
   reset (``factory eval transfer``): how many generated successes are real ones.
 - **null**: the floor of each world: a policy that holds the agent still.
@@ -170,6 +172,10 @@ def _options(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--g-success-score", type=float,
                     help="G: keep a demo only when the model reads a score at least this "
                     "high (generate --success-score; 0.97; --tiny: the task's 0.95)")  # fmt: skip
+    ap.add_argument("--g-robust-keep", type=float,
+                    help="G: keep a demo only when at least this fraction of 16 noisy "
+                    "replays of it in the model succeed (generate --robust-keep; default "
+                    "none; it keeps about a third, so raise --max-rounds to 4)")  # fmt: skip
     g_all = "keep failed generated demos too (plumbing check, not the experiment)"
     ap.add_argument("--g-all", action="store_true", help=g_all)
     ap.add_argument("--arms", type=lambda t: tuple(t.split(",")), default=report.ARMS,
@@ -214,6 +220,8 @@ def _check(plan: Plan, arms: tuple[str, ...], restart: tuple[str, ...]) -> None:
         check_success_score("pusht", plan.g_success_score, "--g-success-score")
     except FactoryError as err:
         raise ValueError(str(err)) from None
+    if plan.g_robust_keep is not None and not 0 <= plan.g_robust_keep <= 1:
+        raise ValueError(f"--g-robust-keep must lie between 0 and 1, got {plan.g_robust_keep}")
     for flag, names in (("--arms", arms), ("--restart-arm", restart)):
         if not set(names) <= set(report.ARMS):
             raise ValueError(
@@ -232,7 +240,7 @@ def parse(argv: list[str] | None) -> tuple[Plan, argparse.Namespace]:
     base = TINY if a.tiny else FULL
     pick = {k: getattr(a, k) if getattr(a, k) is not None else v for k, v in base.items()}
     fixed = ("eval_seed", "demo_seed", "demo_steps", "max_rounds", "gen_batch", "train_seed",
-             "device", "model", "g_all", "action_noise")  # fmt: skip
+             "device", "model", "g_all", "action_noise", "g_robust_keep")  # fmt: skip
     plan = Plan(**pick, **{k: getattr(a, k) for k in fixed})
     _check(plan, a.arms, a.restart_arm)
     if a.results_md is None:

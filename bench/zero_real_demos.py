@@ -69,6 +69,7 @@ def stage_g(run: Run) -> dict:
         *(["--model", p.model] if p.model else []),
         *p.noise_args,
         *([] if p.g_success_score is None else ["--success-score", str(p.g_success_score)]),
+        *([] if p.g_robust_keep is None else ["--robust-keep", str(p.g_robust_keep)]),
     ]
     if p.g_all:
         run.note("G keeps failed generated episodes (--g-all): a plumbing check, not a result")

@@ -90,6 +90,8 @@ def g_summary(state: dict[str, Any]) -> dict[str, Any]:
         "keep_rate": None if not tried or kept is None else round(kept / tried, 4),
         # the model's success reading that kept them (None: the task's own, coverage > 0.95)
         "success_score": state["config"].get("g_success_score"),
+        # the robustness in the model they needed (None: none; generate --robust-keep)
+        "robust_keep": state["config"].get("g_robust_keep"),
         "real_success_given_model_success": transfer.get("real_success_given_model_success"),
         "transfer": transfer or None,
     }

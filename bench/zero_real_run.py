@@ -60,6 +60,7 @@ class Plan:
     g_all: bool
     action_noise: float = 0.0
     g_success_score: float | None = None  # G: the model's stricter success reading
+    g_robust_keep: float | None = None  # G: keep demos at least this robust in the model
 
     @property
     def noise_args(self) -> list[str]:
@@ -82,6 +83,8 @@ class Plan:
             cfg.pop("action_noise")  # the experiments made before the option keep their config
         if self.g_success_score is None:
             cfg.pop("g_success_score")  # ... and before this one
+        if self.g_robust_keep is None:
+            cfg.pop("g_robust_keep")  # ... and this one
         cfg["sizes"], cfg["state_saves"] = list(self.sizes), list(self.state_saves)
         cfg["state_candidate"] = state_policy(self.state_policy).record()
         cfg["eval_seeds"] = [self.eval_seed, self.eval_seed + self.episodes - 1]

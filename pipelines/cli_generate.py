@@ -57,6 +57,24 @@ def generate(
             "(PushT: coverage, from 0.95 to 1), so that kept demos hold a margin."
         ),
     ] = None,
+    robust_keep: Annotated[
+        float | None,
+        typer.Option(
+            help="Keep only successful episodes at least this robust (0 to 1): the fraction "
+            "of --robust-k replays of their actions in the model, with noise on the block, "
+            "that still succeed (needs --only-success and an object_state model)."
+        ),
+    ] = None,
+    robust_k: Annotated[int, typer.Option(help="Robustness: noisy replays each.")] = 16,
+    robust_step_px: Annotated[
+        float, typer.Option(help="Robustness: noise std (px) on the moving block per step.")
+    ] = 0.3,
+    robust_start_px: Annotated[
+        float, typer.Option(help="Robustness: noise std (px) on the start block position.")
+    ] = 0.0,
+    robust_start_deg: Annotated[
+        float, typer.Option(help="Robustness: noise std (deg) on the start block angle.")
+    ] = 0.0,
     append: Annotated[
         bool, typer.Option(help="Add to an existing store, skip done seeds.")
     ] = False,
@@ -75,6 +93,7 @@ def generate(
     """Generate episodes inside the world model on Ray workers, into one store."""
     from factory.gen.placement import check_gpus_per_worker
     from factory.gen.plan import GenerateConfig
+    from factory.gen.robustness import RobustConfig
     from factory.gen.writer import GenProgress
     from pipelines.generate import execute_generate, prepare_generate, summary_line
 
@@ -93,6 +112,15 @@ def generate(
         seed=seed,
         only_success=only_success,
         success_score=success_score,
+        robust=None
+        if robust_keep is None
+        else RobustConfig(
+            k=robust_k,
+            step_px=robust_step_px,
+            start_px=robust_start_px,
+            start_deg=robust_start_deg,
+            keep=robust_keep,
+        ),
         append=append,
         fsync=fsync,
         replay_noise=noise,

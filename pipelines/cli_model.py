@@ -7,6 +7,7 @@ factory train probe --data data/pusht_play.zarr --out runs/model --minutes 10
 factory train all --data data/pusht_play.zarr --out runs/all --minutes 60 --eval data/held.zarr
 factory eval fidelity --model runs/model --data data/pusht_heldout.zarr --json --video fid.mp4
 factory eval transfer data/pusht_gen.zarr --json
+factory eval robustness data/pusht_gen.zarr --transfer transfer.json --json
 factory bench rollout --json
 """
 
@@ -216,6 +217,45 @@ def eval_transfer(
         from pipelines.eval_view import render_transfer
 
         render_transfer(result)
+
+
+@eval_app.command("robustness")
+@user_errors
+def eval_robustness(
+    store: Annotated[Path, typer.Argument(help="Episodes `factory generate` made.")],
+    model: Annotated[Path | None, typer.Option(help="The model that made them.")] = None,
+    transfer: Annotated[
+        Path | None,
+        typer.Option(help="`factory eval transfer STORE --json` output: adds the keep curve."),
+    ] = None,
+    k: Annotated[int, typer.Option(help="Noisy replays per episode.")] = 16,
+    step_px: Annotated[float, typer.Option(help="Noise std (px) on the moving block.")] = 0.3,
+    start_px: Annotated[float, typer.Option(help="Noise std (px) on the start block.")] = 0.0,
+    start_deg: Annotated[float, typer.Option(help="Noise std (deg) on the start angle.")] = 0.0,
+    keep: Annotated[float, typer.Option(help="The keep threshold to count.")] = 0.9,
+    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Replay generated successes in the model with noise: how robust is each, and (with
+    --transfer) does robustness predict the real outcome?"""
+    from factory.eval.robust_curve import run_robustness
+    from factory.gen.robustness import RobustConfig
+
+    cfg = RobustConfig(k=k, step_px=step_px, start_px=start_px, start_deg=start_deg, keep=keep)
+    result = run_robustness(store, model, cfg, transfer)
+    if json_out:
+        print_json(result)
+        return
+    line = (
+        f"{result['episodes']} successes, robustness mean {result['robustness_mean']:.2f}, "
+        f"{result['kept_at_keep']} at least {keep}"
+    )
+    if "thresholds" in result:
+        line += "; real success given kept: " + ", ".join(
+            f">={t['keep']}: {t['kept']} kept, "
+            + ("-" if t["real_success"] is None else f"{t['real_success']:.2f}")
+            for t in result["thresholds"]
+        )
+    err_console.print(line)
 
 
 @bench_app.command("rollout")

@@ -37,6 +37,7 @@ from pipelines.ray_auth import prepare_local_start
 
 if TYPE_CHECKING:  # types only: a worker process need not import the planning modules
     from factory.gen.plan import GeneratePlan
+    from factory.gen.robustness import RobustConfig
     from factory.gen.writer import Writer
 
 log = logging.getLogger(__name__)
@@ -96,6 +97,7 @@ class GenWorker:
         policy_files: dict[str, bytes] | None = None,
         policy_label: str | None = None,
         success_score: float | None = None,
+        robust: RobustConfig | None = None,
     ) -> None:
         import torch
 
@@ -123,6 +125,7 @@ class GenWorker:
             seed=seed,
             model_id=model_id,
             success_score=success_score,
+            robust=robust,
         )
         self._warm_up(batch_size)
 
@@ -262,6 +265,7 @@ class Pool:
                 self.policy_ref,
                 None if self.cfg.policy is None else str(self.cfg.policy),
                 self.cfg.success_score,
+                self.cfg.robust,
             )
             self.spawned += 1
             names.append(name)

@@ -50,6 +50,16 @@ def test_g_success_score_is_a_shared_setting_only_when_given(tmp_path: Path) -> 
         plan(tmp_path, "--g-success-score", "0.9")
 
 
+def test_g_robust_keep_is_a_setting_only_when_given(tmp_path: Path) -> None:
+    """G's robustness rule reaches ``generate --robust-keep`` and the config only when
+    given (the default run's work dirs keep their config); outside 0..1 it is refused."""
+    assert "g_robust_keep" not in plan(tmp_path).config()
+    p = plan(tmp_path, "--g-robust-keep", "0.9")
+    assert p.config()["g_robust_keep"] == 0.9
+    with pytest.raises(ValueError, match="--g-robust-keep"):
+        plan(tmp_path, "--g-robust-keep", "1.5")
+
+
 def _old_run(tmp_path: Path) -> Path:
     """A work dir whose state arm finished with ``act128`` and whose image arm finished."""
     work = tmp_path / "w"

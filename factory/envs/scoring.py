@@ -55,6 +55,25 @@ def check_success_score(world: str, value: float | None, flag: str = "--success-
         raise FactoryError(f"{flag} must lie between {low} and 1 for {world}, got {value}")
 
 
+def read_success(
+    world: str, task_state: np.ndarray, success_score: float | None = None
+) -> np.ndarray:
+    """(B,) bool: the world's success reading of task states (B, K), or a score at least
+    ``success_score``. PushT tests coverage only on rows near the goal
+    (:func:`factory.envs.pusht_geometry.near_goal`), the only ones that can succeed."""
+    states = np.asarray(task_state)
+    out = np.zeros(len(states), bool)
+    rows = np.arange(len(states))
+    if world == "pusht":
+        from factory.envs.pusht_geometry import near_goal
+
+        rows = rows[near_goal(states)]
+    if len(rows):
+        score, success = scorer_for(world)(states[rows])
+        out[rows] = success if success_score is None else score >= success_score
+    return out
+
+
 def scorer_for(world: str) -> Scorer:
     """The scorer of a world; an unknown world raises :class:`FactoryError`."""
     try:

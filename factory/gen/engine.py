@@ -32,6 +32,7 @@ from factory.envs import make_world
 from factory.envs.model_world import ModelWorld, world_state
 from factory.errors import FactoryError
 from factory.gen.jobs import GeneratedEpisode, GenJob, SlotGenerator
+from factory.gen.robustness import RobustConfig, RobustnessCheck
 from factory.model.protocol import RolloutModel
 from factory.model.registry import world_of
 from factory.record.runner import EpisodeRunner, EpisodeSpec, Start
@@ -154,7 +155,9 @@ class RolloutEngine:
     ``renderer`` (batch size 1) renders seeded or configured initial frames (default: the
     ``world`` ground truth at the model's resolution; ``world`` defaults to the one the
     model's config names, else PushT). ``seed`` seeds the model's noise;
-    ``success_score`` is :class:`ModelWorld`'s stricter success reading.
+    ``success_score`` is :class:`ModelWorld`'s stricter success reading. ``robust``
+    reads every successful episode's robustness (:mod:`factory.gen.robustness`) into its
+    ``meta.extra["robustness"]``, for the writer's keep rule.
     """
 
     def __init__(
@@ -168,6 +171,7 @@ class RolloutEngine:
         seed: int = 0,
         model_id: str = "",
         success_score: float | None = None,
+        robust: RobustConfig | None = None,
     ) -> None:
         if batch_size < 1:
             raise FactoryError(f"--batch-size must be >= 1, got {batch_size}")
@@ -188,6 +192,7 @@ class RolloutEngine:
         self.model_id = model_id
         self.seed = seed
         self.slots = ContextSlots(self.world, self.renderer, make_generator, batch_size, seed)
+        self.robust = None if robust is None else RobustnessCheck(model, world, robust)
 
     def run(self, jobs: Iterable[GenJob]) -> Iterator[GeneratedEpisode]:
         """Generate every job's episode; yields each as soon as it ends (any order).
@@ -195,7 +200,19 @@ class RolloutEngine:
         ``jobs`` is read lazily: a job is taken only when a slot is free for it.
         """
         runner = EpisodeRunner(self.world, source="world_model", model_id=self.model_id)
-        return runner.stream(jobs, self.slots)
+        episodes = runner.stream(jobs, self.slots)
+        return episodes if self.robust is None else self._read_robustness(episodes)
+
+    def _read_robustness(self, episodes: Iterator[GeneratedEpisode]) -> Iterator[GeneratedEpisode]:
+        """The episodes, each success with its robustness (and how it was read) in its
+        meta. A generator, not a ``map``: Ray's streaming calls ``send`` on it."""
+        assert self.robust is not None
+        for ep in episodes:
+            if ep.meta.success:
+                value = self.robust(ep.data, int(ep.meta.seed or 0))
+                ep.meta.extra["robustness"] = value
+                ep.meta.extra["robustness_config"] = self.robust.cfg.to_dict()
+            yield ep
 
     def close(self) -> None:
         self.world.close()

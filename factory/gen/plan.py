@@ -23,6 +23,7 @@ from factory.envs.scoring import check_success_score
 from factory.errors import FactoryError
 from factory.gen.jobs import GenJob
 from factory.gen.perturb import perturb_actions
+from factory.gen.robustness import RobustConfig, check_plan
 from factory.generators import (
     EXPERTS,
     GENERATOR_WORLDS,
@@ -60,6 +61,7 @@ class GenerateConfig:
     fsync: bool = False  # a durable store: fsync data, meta and episode_ends at every commit
     stop_on_success: bool | None = None  # default: True for expert
     success_score: float | None = None  # a stricter success reading (None: the task's own)
+    robust: RobustConfig | None = None  # keep only episodes this robust (needs only_success)
     replay_noise: float = 0.0  # px std of Gaussian noise on replayed actions
     replay_time_warp: float = 0.0  # replay speed drawn from U(1 - w, 1 + w)
     context: int = 1  # replay: real frames (and their actions) the model starts from
@@ -179,6 +181,8 @@ def plan_generate(cfg: GenerateConfig) -> GeneratePlan:
     spec = model_world_spec(mcfg, resolution)
     check_generator_world(cfg.generator, spec.name)
     check_success_score(world_of(mcfg), cfg.success_score)
+    if cfg.robust is not None:
+        check_plan(kind_of(mcfg).name, world_of(mcfg), cfg.only_success)
     gen_dim = _generator_action_dim(cfg, resolution)
     if gen_dim != mcfg.action_dim:
         raise FactoryError(

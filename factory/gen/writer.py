@@ -15,6 +15,7 @@ from typing import Any
 
 from factory.gen.jobs import GeneratedEpisode
 from factory.gen.plan import GeneratePlan
+from factory.gen.robustness import RobustConfig
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +56,7 @@ class Writer:
         self.tried += 1
         self.frames_generated += ep.frames
         self.successes += bool(ep.meta.success)
-        if ep.meta.success or not self.plan.cfg.only_success:
+        if keeps(ep, self.plan.cfg.only_success, self.plan.cfg.robust):
             self.plan.output().append_episode(ep.data, ep.meta)
             self.written += 1
             self.frames += ep.frames
@@ -73,6 +74,16 @@ class Writer:
                     restarts=restarts,
                 )
             )
+
+
+def keeps(ep: GeneratedEpisode, only_success: bool, robust: RobustConfig | None) -> bool:
+    """The writer's rule: every episode, or with ``only_success`` the successful ones, and
+    with ``robust`` only those whose robustness is at least ``robust.keep``."""
+    if not only_success:
+        return True
+    if robust is None:
+        return bool(ep.meta.success)
+    return bool(ep.meta.success) and ep.meta.extra.get("robustness", 0.0) >= robust.keep
 
 
 def summarise(writer: Writer, plan: GeneratePlan, info: dict[str, Any]) -> dict[str, Any]:
@@ -95,6 +106,7 @@ def summarise(writer: Writer, plan: GeneratePlan, info: dict[str, Any]) -> dict[
         "batch_size": plan.cfg.batch_size,
         "only_success": plan.cfg.only_success,
         "success_score": plan.cfg.success_score,
+        "robust": None if plan.cfg.robust is None else plan.cfg.robust.to_dict(),
         **info,
         "store": plan.output().summary(),
     }

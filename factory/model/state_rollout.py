@@ -55,8 +55,30 @@ class StateRollout(RolloutBase):
         """(B, K', S) float states of the context: ``states`` or the frames' reading."""
         raise NotImplementedError
 
+    def _dynamics_step(
+        self, prev: Tensor, cur: Tensor, prev_action: Tensor, action: Tensor
+    ) -> Tensor:
+        """The kind's dynamics: next states (B, S) from the previous and current states
+        (B, S) and the previous and current actions (B, A)."""
+        raise NotImplementedError
+
     def step(self, actions: np.ndarray | Tensor) -> StepOutput:
         raise NotImplementedError
+
+    @torch.inference_mode()
+    def advance(self, actions: np.ndarray | Tensor) -> Tensor:
+        """Advance every rollout by one step of the dynamics alone, rendering nothing:
+        actions (B, A) applied now -> the next states (B, S). ``step`` is this plus the
+        renderer; a caller that needs only states (robustness replays) calls this."""
+        if self._states is None or self._prev_action is None:
+            raise RuntimeError("call start() before step()")
+        a = to_tensor(actions, self.device).float()
+        if tuple(a.shape) != (self.batch_size, self.config.action_dim):
+            raise ValueError(f"actions must be (B, A), got {tuple(a.shape)}")
+        nxt = self._dynamics_step(self._states[:, 0], self._states[:, 1], self._prev_action, a)
+        self._states = torch.stack([self._states[:, 1], nxt], dim=1)
+        self._prev_action = a
+        return nxt
 
     @property
     def has_task_reader(self) -> bool:
@@ -143,6 +165,18 @@ class StateRollout(RolloutBase):
         rows = self._rows(slots)
         self._states = self._states[rows].contiguous()
         self._prev_action = self._prev_action[rows].contiguous()
+
+    def nudge(self, delta: np.ndarray | Tensor) -> None:
+        """Add ``delta`` (B, S) to every rollout's current state: a perturbation of the
+        model's own state (robustness replays), not an observation."""
+        if self._states is None:
+            raise RuntimeError("call start() before nudge()")
+        d = to_tensor(delta, self.device).float()
+        if tuple(d.shape) != tuple(self._states[:, 1].shape):
+            raise ValueError(
+                f"delta must be {tuple(self._states[:, 1].shape)}, got {tuple(d.shape)}"
+            )
+        self._states = torch.stack([self._states[:, 0], self._states[:, 1] + d], dim=1)
 
     def last_reading(self, rows: list[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
         """The current (agent (n, agent_dim), objects (n, S - agent_dim)) of ``rows``

@@ -124,18 +124,18 @@ class ObjectSetModel(StateRollout):
         # both frames, the discs from the last one (taken to be at rest)
         return torch.cat([s[..., :2], s[:, -1:, 2:].expand(-1, keep, -1)], dim=-1)
 
+    def _dynamics_step(
+        self, prev: Tensor, cur: Tensor, prev_action: Tensor, action: Tensor
+    ) -> Tensor:
+        dyn, _ = self._parts()
+        nxt, _, _ = dyn(prev, cur, prev_action, action)
+        return nxt
+
     @torch.inference_mode()
     def step(self, actions: np.ndarray | Tensor) -> StepOutput:
         """Advance every rollout by one frame. actions: (B, A) float32 applied now."""
-        dyn, ren = self._parts()
-        if self._states is None or self._prev_action is None:
-            raise RuntimeError("call start() before step()")
-        a = to_tensor(actions, self.device).float()
-        if tuple(a.shape) != (self.batch_size, self.config.action_dim):
-            raise ValueError(f"actions must be (B, A), got {tuple(a.shape)}")
-        nxt, _, _ = dyn(self._states[:, 0], self._states[:, 1], self._prev_action, a)
-        self._states = torch.stack([self._states[:, 1], nxt], dim=1)
-        self._prev_action = a
+        _, ren = self._parts()
+        nxt = self.advance(actions)
         frames = {k: v.cpu().numpy() for k, v in ren.render_uint8(nxt).items()}
         s = nxt.cpu().numpy().astype(np.float32)
         main, *others = self.cameras

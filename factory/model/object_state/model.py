@@ -108,18 +108,18 @@ class ObjectStateModel(StateRollout):
         keep = min(k, self.context)
         return self.read_states(f[:, -keep:].flatten(0, 1)).unflatten(0, (b, keep))
 
+    def _dynamics_step(
+        self, prev: Tensor, cur: Tensor, prev_action: Tensor, action: Tensor
+    ) -> Tensor:
+        dyn, _ = self._parts()
+        nxt, _ = dyn(prev, cur, prev_action, action)
+        return nxt
+
     @torch.inference_mode()
     def step(self, actions: np.ndarray | Tensor) -> StepOutput:
         """Advance every rollout by one frame. actions: (B, A) float32 applied now."""
-        dyn, ren = self._parts()
-        if self._states is None or self._prev_action is None:
-            raise RuntimeError("call start() before step()")
-        a = to_tensor(actions, self.device).float()
-        if tuple(a.shape) != (self.batch_size, self.config.action_dim):
-            raise ValueError(f"actions must be (B, A), got {tuple(a.shape)}")
-        nxt, _ = dyn(self._states[:, 0], self._states[:, 1], self._prev_action, a)
-        self._states = torch.stack([self._states[:, 1], nxt], dim=1)
-        self._prev_action = a
+        _, ren = self._parts()
+        nxt = self.advance(actions)
         frames = ren.render_uint8(nxt).cpu().numpy()
         s = nxt.cpu().numpy().astype(np.float32)
         return StepOutput(frames=frames, state=s[:, :2], task_state=s[:, 2:], latents=nxt)

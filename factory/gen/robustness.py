@@ -1,0 +1,225 @@
+"""Robustness inside the model: does an episode's success survive the model's own errors?
+
+An episode generated inside the model ends in success when the model reads it. Whether it
+succeeds in the world too depends on the model's small errors, which a replay of its
+actions in the world adds up. This asks the model alone (no ground truth): each
+successful episode's actions are replayed open loop in the model ``k`` times, by the
+dynamics alone, with Gaussian noise of ``step_px`` (board px, each axis) added to the
+block's position at every step the dynamics moves it (the model errs in contact), and
+optionally from a start pose perturbed by ``start_px`` and ``start_deg``. The episode's
+*robustness* is the fraction of those replays that reach the task's own success reading
+(sticky, within the episode's own length, as generation records success).
+
+``factory generate --robust-keep Q`` keeps only successful episodes of robustness at least
+``Q`` (the writer's rule, :func:`factory.gen.writer.keeps`); ``factory eval robustness``
+scores a store's episodes. The defaults (k 16, step 0.3 px, no start noise, keep at 0.9)
+were chosen on exploration seeds 800000.. (docs/RESULTS.md, "G kept by robustness").
+
+It needs a kind that models the state (``starts_from_states``: object_state): a pixel
+kind cannot be started from, or nudged to, a perturbed state. It is built for PushT
+(:data:`WORLDS`).
+
+Shapes: ``N`` episodes, ``T_i`` steps of episode ``i``, ``A`` action dim, ``S`` the world
+state (PushT: agent x, y, block x, y, angle).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from factory.envs.scoring import read_success
+from factory.errors import FactoryError
+from factory.model.protocol import RolloutModel
+
+
+@dataclass(frozen=True)
+class RobustConfig:
+    """``k`` perturbed replays per episode: ``step_px`` (px, each axis) of Gaussian noise
+    on the block's position at every step that the dynamics moves it, from the start pose
+    plus ``start_px`` (px, each axis) and ``start_deg`` (deg) of noise; ``keep`` is the
+    robustness a kept episode needs (``generate --robust-keep``); ``seed`` seeds the
+    noise; ``batch`` caps the rows replayed at once."""
+
+    k: int = 16
+    step_px: float = 0.3
+    start_px: float = 0.0
+    start_deg: float = 0.0
+    keep: float = 0.9
+    seed: int = 0
+    batch: int = 1024
+
+    def __post_init__(self) -> None:
+        if self.k < 1:
+            raise FactoryError(f"--robust-k must be >= 1, got {self.k}")
+        if min(self.step_px, self.start_px, self.start_deg) < 0:
+            raise FactoryError("robustness noise (--robust-step-px and the start's) must be >= 0")
+        if not 0.0 <= self.keep <= 1.0:
+            raise FactoryError(f"--robust-keep must lie between 0 and 1, got {self.keep}")
+        if self.batch < 1:
+            raise FactoryError(f"robustness batch must be >= 1, got {self.batch}")
+
+    def to_dict(self) -> dict[str, float]:
+        """What an episode's meta records of how its robustness was read."""
+        return {
+            "k": self.k,
+            "step_px": self.step_px,
+            "start_px": self.start_px,
+            "start_deg": self.start_deg,
+            "keep": self.keep,
+            "seed": self.seed,
+        }
+
+
+WORLDS = ("pusht",)
+"""Worlds whose noise model is built: PushT's one block (x, y, angle, the state's last
+three entries). The pile's thirty discs would need noise per disc."""
+
+
+STATE_KINDS = ("object_state",)
+"""Model kinds whose rollouts start from, and can be nudged to, a perturbed state."""
+
+
+def check_plan(kind: str, world: str, only_success: bool) -> None:
+    """Refuse (:class:`FactoryError`), before any work, a robustness keep rule that cannot
+    run: without ``--only-success``, for a kind not in :data:`STATE_KINDS` or a world not
+    in :data:`WORLDS`."""
+    if not only_success:
+        raise FactoryError("--robust-keep is a rule for kept episodes; add --only-success")
+    if kind not in STATE_KINDS:
+        raise FactoryError(
+            f"--robust-keep needs a model that models the state ({', '.join(STATE_KINDS)}); "
+            f"this one is {kind}"
+        )
+    if world not in WORLDS:
+        raise FactoryError(f"--robust-keep is built for {', '.join(WORLDS)} only, not {world}")
+
+
+def check_model(model: RolloutModel, world: str) -> None:
+    """Refuse (:class:`FactoryError`) a model whose kind does not model the state, or a
+    world without a noise model (:data:`WORLDS`)."""
+    if world not in WORLDS:
+        raise FactoryError(f"robustness is built for {', '.join(WORLDS)} only, not {world!r}")
+    if not getattr(model, "starts_from_states", False) or not hasattr(model, "advance"):
+        raise FactoryError(
+            f"a {model.kind} model cannot start from a perturbed state; robustness needs "
+            "a kind that models the state (object_state)"
+        )
+
+
+def episode_noise(cfg: RobustConfig, key: int, length: int) -> tuple[np.ndarray, np.ndarray]:
+    """One episode's noise, from its own stream (``cfg.seed``, ``key``: the episode's seed),
+    so its robustness does not depend on what it is batched with: the start's (k, 3)
+    (block x, y px, angle rad) and the steps' (k, length, 2) (block x, y px)."""
+    rng = np.random.default_rng([cfg.seed, key])
+    start = np.concatenate(
+        [
+            rng.normal(0.0, cfg.start_px, (cfg.k, 2)),
+            rng.normal(0.0, math.radians(cfg.start_deg), (cfg.k, 1)),
+        ],
+        axis=1,
+    )
+    return start, rng.normal(0.0, cfg.step_px, (cfg.k, length, 2))
+
+
+def _padded(actions: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Episodes' actions (T_i, A) -> (N, T, A) padded with each one's last action, and
+    their lengths (N,)."""
+    lengths = np.array([len(a) for a in actions], np.int64)
+    t_max, dim = int(lengths.max()), actions[0].shape[-1]
+    out = np.zeros((len(actions), t_max, dim), np.float32)
+    for i, a in enumerate(actions):
+        out[i, : len(a)] = a
+        out[i, len(a) :] = a[-1]
+    return out, lengths
+
+
+def replay_success(
+    model: RolloutModel,
+    world: str,
+    starts: np.ndarray,
+    actions: np.ndarray,
+    lengths: np.ndarray,
+    step_noise: np.ndarray | None = None,
+) -> np.ndarray:
+    """Open-loop replays in the model from ``starts`` (B, S) of ``actions`` (B, T, A), by
+    the dynamics alone (``advance``: nothing rendered): (B,) bool, whether ``world``'s
+    success reading held at any step before each row's length (B,). ``step_noise``
+    (B, T, 2) is added to the block's position at each step that moves it."""
+    model.start(None, None, states=starts[:, None].astype(np.float32))
+    done = np.zeros(len(starts), bool)
+    a0 = int(getattr(model, "agent_dim", 2))
+    prev = starts.astype(np.float32)
+    for t in range(actions.shape[1]):
+        nxt = model.advance(actions[:, t]).cpu().numpy()  # type: ignore[attr-defined]
+        if step_noise is not None:
+            delta = np.zeros_like(nxt)
+            moved = np.any(nxt[:, a0:] != prev[:, a0:], axis=1)
+            delta[moved, a0 : a0 + 2] = step_noise[moved, t]
+            model.nudge(delta)  # type: ignore[attr-defined]
+            nxt = nxt + delta
+        prev = nxt
+        live = ~done & (t < lengths)
+        if live.any():
+            done[live] = read_success(world, nxt[live, a0:])
+    return done
+
+
+def robustness(
+    model: RolloutModel,
+    world: str,
+    starts: np.ndarray,
+    actions: list[np.ndarray],
+    cfg: RobustConfig,
+    keys: list[int] | None = None,
+) -> np.ndarray:
+    """(N,) the fraction of ``cfg.k`` perturbed replays of each episode that the model
+    reads successful in ``world``: starts (N, S), actions N arrays (T_i, A); ``keys`` (N,)
+    the episodes' noise keys (their seeds; default 0..N-1, :func:`episode_noise`)."""
+    check_model(model, world)
+    if len(actions) != len(starts) or not len(starts):
+        raise FactoryError(f"{len(starts)} starts but {len(actions)} action sequences")
+    keys = list(range(len(starts))) if keys is None else keys
+    acts, lengths = _padded(actions)
+    n, k, t_max = len(starts), cfg.k, acts.shape[1]
+    rows = np.repeat(np.asarray(starts, np.float64), k, axis=0)
+    noise = np.zeros((n * k, t_max, 2))
+    for i, key in enumerate(keys):
+        start, steps = episode_noise(cfg, int(key), int(lengths[i]))
+        rows[i * k : (i + 1) * k, -3:] += start  # the block: x, y, angle
+        noise[i * k : (i + 1) * k, : lengths[i]] = steps
+    acts, lengths = np.repeat(acts, k, axis=0), np.repeat(lengths, k)
+    hits = np.zeros(n * k, bool)
+    for lo in range(0, n * k, cfg.batch):
+        sl = slice(lo, min(lo + cfg.batch, n * k))
+        hits[sl] = replay_success(
+            model, world, rows[sl], acts[sl], lengths[sl], noise[sl] if cfg.step_px else None
+        )
+    return hits.reshape(n, k).mean(axis=1)
+
+
+def episode_start(data: dict[str, np.ndarray]) -> np.ndarray:
+    """(S,) an episode's first world state as the model had it: its robot state, then its
+    task state (a state kind started from a seeded reset holds it exactly)."""
+    return np.concatenate([data["state"][0], data["task_state"][0]]).astype(np.float64)
+
+
+class RobustnessCheck:
+    """Reads the robustness of episodes generated by ``model`` in ``world``.
+
+    It replays on a shallow copy of the model (the same parts, its own rollout state), so
+    a generation engine's rollout of the same model goes on undisturbed."""
+
+    def __init__(self, model: RolloutModel, world: str, cfg: RobustConfig) -> None:
+        check_model(model, world)
+        self.model, self.world, self.cfg = copy.copy(model), world, cfg
+
+    def __call__(self, data: dict[str, np.ndarray], key: int) -> float:
+        """One episode's robustness from its data (``state``, ``task_state``, ``action``);
+        ``key`` its noise key (its seed)."""
+        start = episode_start(data)[None]
+        acts = [np.asarray(data["action"], np.float32)]
+        return float(robustness(self.model, self.world, start, acts, self.cfg, [key])[0])
