@@ -34,6 +34,7 @@ import numpy as np
 from factory.envs.scoring import read_success
 from factory.errors import FactoryError
 from factory.model.protocol import RolloutModel
+from factory.model.state_rollout import StateRollout
 
 
 @dataclass(frozen=True)
@@ -98,16 +99,17 @@ def check_plan(kind: str, world: str, only_success: bool) -> None:
         raise FactoryError(f"--robust-keep is built for {', '.join(WORLDS)} only, not {world}")
 
 
-def check_model(model: RolloutModel, world: str) -> None:
-    """Refuse (:class:`FactoryError`) a model whose kind does not model the state, or a
-    world without a noise model (:data:`WORLDS`)."""
+def check_model(model: RolloutModel | StateRollout, world: str) -> StateRollout:
+    """The model as a :class:`StateRollout`; refuses (:class:`FactoryError`) one whose
+    kind does not model the state, or a world without a noise model (:data:`WORLDS`)."""
     if world not in WORLDS:
         raise FactoryError(f"robustness is built for {', '.join(WORLDS)} only, not {world!r}")
-    if not getattr(model, "starts_from_states", False) or not hasattr(model, "advance"):
+    if not isinstance(model, StateRollout):
         raise FactoryError(
             f"a {model.kind} model cannot start from a perturbed state; robustness needs "
             "a kind that models the state (object_state)"
         )
+    return model
 
 
 def episode_noise(cfg: RobustConfig, key: int, length: int) -> tuple[np.ndarray, np.ndarray]:
@@ -138,7 +140,7 @@ def _padded(actions: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
 
 
 def replay_success(
-    model: RolloutModel,
+    model: StateRollout,
     world: str,
     starts: np.ndarray,
     actions: np.ndarray,
@@ -151,15 +153,15 @@ def replay_success(
     (B, T, 2) is added to the block's position at each step that moves it."""
     model.start(None, None, states=starts[:, None].astype(np.float32))
     done = np.zeros(len(starts), bool)
-    a0 = int(getattr(model, "agent_dim", 2))
+    a0 = model.agent_dim
     prev = starts.astype(np.float32)
     for t in range(actions.shape[1]):
-        nxt = model.advance(actions[:, t]).cpu().numpy()  # type: ignore[attr-defined]
+        nxt = model.advance(actions[:, t]).cpu().numpy()
         if step_noise is not None:
             delta = np.zeros_like(nxt)
             moved = np.any(nxt[:, a0:] != prev[:, a0:], axis=1)
             delta[moved, a0 : a0 + 2] = step_noise[moved, t]
-            model.nudge(delta)  # type: ignore[attr-defined]
+            model.nudge(delta)
             nxt = nxt + delta
         prev = nxt
         live = ~done & (t < lengths)
@@ -169,7 +171,7 @@ def replay_success(
 
 
 def robustness(
-    model: RolloutModel,
+    model: RolloutModel | StateRollout,
     world: str,
     starts: np.ndarray,
     actions: list[np.ndarray],
@@ -179,7 +181,7 @@ def robustness(
     """(N,) the fraction of ``cfg.k`` perturbed replays of each episode that the model
     reads successful in ``world``: starts (N, S), actions N arrays (T_i, A); ``keys`` (N,)
     the episodes' noise keys (their seeds; default 0..N-1, :func:`episode_noise`)."""
-    check_model(model, world)
+    rollout = check_model(model, world)
     if len(actions) != len(starts) or not len(starts):
         raise FactoryError(f"{len(starts)} starts but {len(actions)} action sequences")
     keys = list(range(len(starts))) if keys is None else keys
@@ -196,7 +198,7 @@ def robustness(
     for lo in range(0, n * k, cfg.batch):
         sl = slice(lo, min(lo + cfg.batch, n * k))
         hits[sl] = replay_success(
-            model, world, rows[sl], acts[sl], lengths[sl], noise[sl] if cfg.step_px else None
+            rollout, world, rows[sl], acts[sl], lengths[sl], noise[sl] if cfg.step_px else None
         )
     return hits.reshape(n, k).mean(axis=1)
 
@@ -213,9 +215,9 @@ class RobustnessCheck:
     It replays on a shallow copy of the model (the same parts, its own rollout state), so
     a generation engine's rollout of the same model goes on undisturbed."""
 
-    def __init__(self, model: RolloutModel, world: str, cfg: RobustConfig) -> None:
-        check_model(model, world)
-        self.model, self.world, self.cfg = copy.copy(model), world, cfg
+    def __init__(self, model: RolloutModel | StateRollout, world: str, cfg: RobustConfig) -> None:
+        self.model = copy.copy(check_model(model, world))
+        self.world, self.cfg = world, cfg
 
     def __call__(self, data: dict[str, np.ndarray], key: int) -> float:
         """One episode's robustness from its data (``state``, ``task_state``, ``action``);
