@@ -36,8 +36,9 @@ class GenProgress:
 
 
 class Writer:
-    """The single writer: appends episodes (only successful ones with ``only_success``),
-    never the same seed twice, and keeps the run's counts."""
+    """The single writer: appends episodes (only successful ones with ``only_success``,
+    and only robust ones with a robustness rule: :func:`keeps`), never the same seed
+    twice, and keeps the run's counts."""
 
     def __init__(self, plan: GeneratePlan, on_progress: Callable[[GenProgress], None] | None):
         self.plan, self.on_progress = plan, on_progress
