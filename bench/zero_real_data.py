@@ -66,6 +66,7 @@ from zero_real_run import BIN, Plan, Run, StageError, score_rows
 from factory.envs.scoring import check_success_score
 from factory.errors import FactoryError
 from factory.eval.contact_sheet import contact_sheet
+from factory.gen.robustness import RobustConfig
 
 log = logging.getLogger("zero_real_data")
 REPO = Path(__file__).resolve().parent.parent
@@ -173,9 +174,10 @@ def _options(ap: argparse.ArgumentParser) -> None:
                     help="G: keep a demo only when the model reads a score at least this "
                     "high (generate --success-score; 0.97; --tiny: the task's 0.95)")  # fmt: skip
     ap.add_argument("--g-robust-keep", type=float,
-                    help="G: keep a demo only when at least this fraction of 16 noisy "
-                    "replays of it in the model succeed (generate --robust-keep; default "
-                    "none; it keeps about a third, so raise --max-rounds to 4)")  # fmt: skip
+                    help="G: keep a demo only when at least this fraction of its noisy "
+                    "replays in the model succeed (generate --robust-keep, with its other "
+                    "defaults; default none; 0.9 keeps about a third, so raise "
+                    "--max-rounds to 4)")  # fmt: skip
     g_all = "keep failed generated demos too (plumbing check, not the experiment)"
     ap.add_argument("--g-all", action="store_true", help=g_all)
     ap.add_argument("--arms", type=lambda t: tuple(t.split(",")), default=report.ARMS,
@@ -220,8 +222,11 @@ def _check(plan: Plan, arms: tuple[str, ...], restart: tuple[str, ...]) -> None:
         check_success_score("pusht", plan.g_success_score, "--g-success-score")
     except FactoryError as err:
         raise ValueError(str(err)) from None
-    if plan.g_robust_keep is not None and not 0 <= plan.g_robust_keep <= 1:
-        raise ValueError(f"--g-robust-keep must lie between 0 and 1, got {plan.g_robust_keep}")
+    try:
+        if plan.g_robust_keep is not None:
+            RobustConfig(keep=plan.g_robust_keep)
+    except FactoryError as err:
+        raise ValueError(str(err).replace("--robust-keep", "--g-robust-keep")) from None
     for flag, names in (("--arms", arms), ("--restart-arm", restart)):
         if not set(names) <= set(report.ARMS):
             raise ValueError(

@@ -72,7 +72,7 @@ def markdown(res: dict[str, Any]) -> str:
     rule = "coverage above 0.95, the task's own" if score is None else f"coverage at least {score}"
     robust = g.get("robust_keep")
     if robust is not None:
-        rule += f", and at least {robust} of 16 noisy replays in the model still succeed"
+        rule += f", and at least {robust} of its noisy replays in the model still succeed"
     out += ["", f"Kept when the model read success: {rule}."]
     if g.get("transfer"):
         t = g["transfer"]

@@ -227,3 +227,20 @@ def test_the_engine_records_robustness_of_the_shipped_models_successes() -> None
     for ep in won:
         assert ep.meta.extra["robustness"] == 1.0
         assert ep.meta.extra["robustness_config"]["k"] == 2
+
+
+def test_the_commands_defaults_are_the_configs() -> None:
+    """``generate --robust-*`` and ``eval robustness`` default to :class:`RobustConfig`'s
+    own values, so the documented defaults are one set."""
+    import inspect
+
+    from pipelines.cli_generate import generate
+    from pipelines.cli_model import eval_robustness
+
+    want = RobustConfig()
+    gen = inspect.signature(generate).parameters
+    ev = inspect.signature(eval_robustness).parameters
+    for name in ("k", "step_px", "start_px", "start_deg"):
+        assert gen[f"robust_{name}"].default == getattr(want, name)
+        assert ev[name].default == getattr(want, name)
+    assert ev["keep"].default == want.keep

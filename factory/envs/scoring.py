@@ -32,6 +32,18 @@ def _score_pile(task_state: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 SCORERS: dict[str, Scorer] = {"pusht": _score_pusht, "pile": _score_pile}
 
 
+def _gate_pusht(task_state: np.ndarray) -> np.ndarray:
+    from factory.envs.pusht_geometry import near_goal
+
+    return near_goal(task_state)
+
+
+SUCCESS_GATES: dict[str, Callable[[np.ndarray], np.ndarray]] = {"pusht": _gate_pusht}
+"""World -> a cheap necessary condition for success, task states (B, K) -> (B,) bool, for a
+scorer that is costly per row (PushT's polygon coverage); a world without one scores
+every row."""
+
+
 def success_threshold(world: str) -> float | None:
     """The score a world's own success rule compares with (PushT: coverage above 0.95; the
     pile: the fraction inside at least 0.9), None for a world without a scorer."""
@@ -55,22 +67,18 @@ def check_success_score(world: str, value: float | None, flag: str = "--success-
         raise FactoryError(f"{flag} must lie between {low} and 1 for {world}, got {value}")
 
 
-def read_success(
-    world: str, task_state: np.ndarray, success_score: float | None = None
-) -> np.ndarray:
-    """(B,) bool: the world's success reading of task states (B, K), or a score at least
-    ``success_score``. PushT tests coverage only on rows near the goal
-    (:func:`factory.envs.pusht_geometry.near_goal`), the only ones that can succeed."""
+def read_success(world: str, task_state: np.ndarray) -> np.ndarray:
+    """(B,) bool: the world's success reading of task states (B, K), scoring only the rows
+    that pass the world's gate (:data:`SUCCESS_GATES`; PushT: near the goal), the only ones
+    that can succeed."""
     states = np.asarray(task_state)
     out = np.zeros(len(states), bool)
     rows = np.arange(len(states))
-    if world == "pusht":
-        from factory.envs.pusht_geometry import near_goal
-
-        rows = rows[near_goal(states)]
+    gate = SUCCESS_GATES.get(world)
+    if gate is not None:
+        rows = rows[gate(states)]
     if len(rows):
-        score, success = scorer_for(world)(states[rows])
-        out[rows] = success if success_score is None else score >= success_score
+        out[rows] = scorer_for(world)(states[rows])[1]
     return out
 
 

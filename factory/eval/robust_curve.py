@@ -29,7 +29,7 @@ THRESHOLDS = (0.0, 0.25, 0.5, 0.75, 0.9, 1.0)
 
 
 def _episodes(path: Path) -> tuple[list[dict[str, Any]], str, set[str]]:
-    """The store's model-successful episodes ({index, seed, start, data}), their world and
+    """The store's model-successful episodes ({index, seed, start, actions}), their world and
     the model ids that made its generated episodes."""
     if not Path(path).exists():
         raise FactoryError(f"no episode store at {path}")
@@ -46,9 +46,13 @@ def _episodes(path: Path) -> tuple[list[dict[str, Any]], str, set[str]]:
                 continue
             worlds.add(world_of(ep.meta.extra))
             data = {k: np.asarray(ep[k]) for k in ("action", "state", "task_state")}
-            start = episode_start(data)
             rows.append(
-                {"index": ep.index, "seed": int(ep.meta.seed or 0), "start": start, "data": data}
+                {
+                    "index": ep.index,
+                    "seed": int(ep.meta.seed or 0),
+                    "start": episode_start(data),
+                    "actions": data["action"].astype(np.float32),
+                }
             )
     if not models:
         raise FactoryError(f"{path} holds no episode generated inside the model")
@@ -90,7 +94,7 @@ def run_robustness(
     real = _real_outcomes(transfer, path) if transfer is not None else None
     rollout, _ = load_model(model_dir)
     starts = np.stack([r["start"] for r in rows])
-    actions = [r["data"]["action"].astype(np.float32) for r in rows]
+    actions = [r["actions"] for r in rows]
     values = robustness(rollout, world, starts, actions, cfg, [r["seed"] for r in rows])
     per = [
         {"index": r["index"], "seed": r["seed"], "robustness": float(v)}

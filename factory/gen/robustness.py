@@ -95,15 +95,19 @@ def check_plan(kind: str, world: str, only_success: bool) -> None:
             f"--robust-keep needs a model that models the state ({', '.join(STATE_KINDS)}); "
             f"this one is {kind}"
         )
+    check_world(world)
+
+
+def check_world(world: str) -> None:
+    """Refuse (:class:`FactoryError`) a world without a noise model (:data:`WORLDS`)."""
     if world not in WORLDS:
-        raise FactoryError(f"--robust-keep is built for {', '.join(WORLDS)} only, not {world}")
+        raise FactoryError(f"robustness is built for {', '.join(WORLDS)} only, not {world!r}")
 
 
 def check_model(model: RolloutModel | StateRollout, world: str) -> StateRollout:
     """The model as a :class:`StateRollout`; refuses (:class:`FactoryError`) one whose
     kind does not model the state, or a world without a noise model (:data:`WORLDS`)."""
-    if world not in WORLDS:
-        raise FactoryError(f"robustness is built for {', '.join(WORLDS)} only, not {world!r}")
+    check_world(world)
     if not isinstance(model, StateRollout):
         raise FactoryError(
             f"a {model.kind} model cannot start from a perturbed state; robustness needs "
