@@ -178,6 +178,10 @@ def _options(ap: argparse.ArgumentParser) -> None:
                     "replays in the model succeed (generate --robust-keep, with its other "
                     "defaults; default none; 0.9 keeps about a third, so raise "
                     "--max-rounds to 4)")  # fmt: skip
+    ap.add_argument("--g-robust-judges", nargs="+", default=(), metavar="DIR",
+                    help="G, with --g-robust-keep: judges, other dynamics trained like the "
+                    "model's, that replay every success too (generate --robust-judge; "
+                    "models/pusht_judges/j1 j2)")  # fmt: skip
     g_all = "keep failed generated demos too (plumbing check, not the experiment)"
     ap.add_argument("--g-all", action="store_true", help=g_all)
     ap.add_argument("--arms", type=lambda t: tuple(t.split(",")), default=report.ARMS,
@@ -227,6 +231,11 @@ def _check(plan: Plan, arms: tuple[str, ...], restart: tuple[str, ...]) -> None:
             RobustConfig(keep=plan.g_robust_keep)
     except FactoryError as err:
         raise ValueError(str(err).replace("--robust-keep", "--g-robust-keep")) from None
+    if plan.g_robust_judges and plan.g_robust_keep is None:
+        raise ValueError("--g-robust-judges goes with --g-robust-keep")
+    for judge in plan.g_robust_judges:
+        if not Path(judge, "config.json").is_file():
+            raise ValueError(f"--g-robust-judges: {judge} is not a model directory")
     for flag, names in (("--arms", arms), ("--restart-arm", restart)):
         if not set(names) <= set(report.ARMS):
             raise ValueError(
@@ -246,7 +255,8 @@ def parse(argv: list[str] | None) -> tuple[Plan, argparse.Namespace]:
     pick = {k: getattr(a, k) if getattr(a, k) is not None else v for k, v in base.items()}
     fixed = ("eval_seed", "demo_seed", "demo_steps", "max_rounds", "gen_batch", "train_seed",
              "device", "model", "g_all", "action_noise", "g_robust_keep")  # fmt: skip
-    plan = Plan(**pick, **{k: getattr(a, k) for k in fixed})
+    judges = tuple(str(Path(j).resolve()) for j in a.g_robust_judges)
+    plan = Plan(**pick, **{k: getattr(a, k) for k in fixed}, g_robust_judges=judges)
     _check(plan, a.arms, a.restart_arm)
     if a.results_md is None:
         a.results_md = "" if a.tiny or a.out is not None else str(REPO / "docs" / "RESULTS.md")

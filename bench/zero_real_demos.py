@@ -70,6 +70,7 @@ def stage_g(run: Run) -> dict:
         *p.noise_args,
         *([] if p.g_success_score is None else ["--success-score", str(p.g_success_score)]),
         *([] if p.g_robust_keep is None else ["--robust-keep", str(p.g_robust_keep)]),
+        *(arg for judge in p.g_robust_judges for arg in ("--robust-judge", judge)),
     ]
     if p.g_all:
         run.note("G keeps failed generated episodes (--g-all): a plumbing check, not a result")

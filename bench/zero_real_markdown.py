@@ -73,6 +73,9 @@ def markdown(res: dict[str, Any]) -> str:
     robust = g.get("robust_keep")
     if robust is not None:
         rule += f", and at least {robust} of its noisy replays in the model still succeed"
+        judges = g.get("robust_judges") or []
+        if judges:
+            rule += f" (under the model's dynamics and {len(judges)} judges')"
     out += ["", f"Kept when the model read success: {rule}."]
     if g.get("transfer"):
         t = g["transfer"]

@@ -92,6 +92,8 @@ def g_summary(state: dict[str, Any]) -> dict[str, Any]:
         "success_score": state["config"].get("g_success_score"),
         # the robustness in the model they needed (None: none; generate --robust-keep)
         "robust_keep": state["config"].get("g_robust_keep"),
+        # the judges' dynamics that replayed them too (generate --robust-judge)
+        "robust_judges": state["config"].get("g_robust_judges", []),
         "real_success_given_model_success": transfer.get("real_success_given_model_success"),
         "transfer": transfer or None,
     }

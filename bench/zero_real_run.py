@@ -61,6 +61,7 @@ class Plan:
     action_noise: float = 0.0
     g_success_score: float | None = None  # G: the model's stricter success reading
     g_robust_keep: float | None = None  # G: keep demos at least this robust in the model
+    g_robust_judges: tuple[str, ...] = ()  # G: judges' dynamics that replay them too
 
     @property
     def noise_args(self) -> list[str]:
@@ -85,6 +86,10 @@ class Plan:
             cfg.pop("g_success_score")  # ... and before this one
         if self.g_robust_keep is None:
             cfg.pop("g_robust_keep")  # ... and this one
+        if self.g_robust_judges:
+            cfg["g_robust_judges"] = list(self.g_robust_judges)
+        else:
+            cfg.pop("g_robust_judges")  # ... and this one
         cfg["sizes"], cfg["state_saves"] = list(self.sizes), list(self.state_saves)
         cfg["state_candidate"] = state_policy(self.state_policy).record()
         cfg["eval_seeds"] = [self.eval_seed, self.eval_seed + self.episodes - 1]

@@ -75,6 +75,13 @@ def generate(
     robust_start_deg: Annotated[
         float, typer.Option(help="Robustness: noise std (deg) on the start block angle.")
     ] = 0.0,
+    robust_judge: Annotated[
+        list[Path] | None,
+        typer.Option(
+            help="Robustness: a judge, another dynamics trained like the model's, that "
+            "replays every success too (repeatable; see factory.gen.judges)."
+        ),
+    ] = None,
     append: Annotated[
         bool, typer.Option(help="Add to an existing store, skip done seeds.")
     ] = False,
@@ -120,6 +127,7 @@ def generate(
             start_px=robust_start_px,
             start_deg=robust_start_deg,
             keep=robust_keep,
+            judges=tuple(str(j.resolve()) for j in robust_judge or ()),
         ),
         append=append,
         fsync=fsync,

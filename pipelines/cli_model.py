@@ -76,6 +76,17 @@ def train(
             "data/image; side: data/image_side). Default: OUT's, else top."
         ),
     ] = None,
+    seed: Annotated[
+        int | None,
+        typer.Option(
+            help="One stage: seed of the part's initialisation and batch order (an "
+            "ensemble's members, one seed each). Default: the stage's own."
+        ),
+    ] = None,
+    threads: Annotated[
+        int | None,
+        typer.Option(help="One stage: torch threads (two trainings side by side: 1 each)."),
+    ] = None,
 ) -> None:
     """Train one stage, or `all` of them (then pack OUT/model), into a model directory."""
     from factory.errors import FactoryError
@@ -87,6 +98,8 @@ def train(
 
         if cpu_minutes is not None:
             raise FactoryError("--cpu-minutes goes with one stage; give `train all` --minutes")
+        if seed is not None or threads is not None:
+            raise FactoryError("--seed and --threads go with one stage, not `train all`")
         all_req = TrainAllRequest(
             data=data,
             out=out,
@@ -120,6 +133,8 @@ def train(
         overrides=tuple(set_ or ()),
         kind=kind,
         camera=camera,
+        seed=seed,
+        threads=threads,
     )
     _train_stage(req, json_out)
 
@@ -233,6 +248,10 @@ def eval_robustness(
     start_px: Annotated[float, typer.Option(help="Noise std (px) on the start block.")] = 0.0,
     start_deg: Annotated[float, typer.Option(help="Noise std (deg) on the start angle.")] = 0.0,
     keep: Annotated[float, typer.Option(help="The keep threshold to count.")] = 0.9,
+    judge: Annotated[
+        list[Path] | None,
+        typer.Option(help="A judge: another dynamics that replays them too (repeatable)."),
+    ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Replay generated successes in the model with noise: how robust is each, and (with
@@ -240,7 +259,10 @@ def eval_robustness(
     from factory.eval.robust_curve import run_robustness
     from factory.gen.robustness import RobustConfig
 
-    cfg = RobustConfig(k=k, step_px=step_px, start_px=start_px, start_deg=start_deg, keep=keep)
+    judges = tuple(str(j) for j in judge or ())
+    cfg = RobustConfig(
+        k=k, step_px=step_px, start_px=start_px, start_deg=start_deg, keep=keep, judges=judges
+    )
     result = run_robustness(store, model, cfg, transfer)
     if json_out:
         print_json(result)

@@ -6,6 +6,8 @@
     factory train autoencoder --data data/pusht_play.zarr --out runs/grid --minutes 30
     factory train dynamics    --data data/pusht_play.zarr --out runs/grid --minutes 60
     factory train dynamics    --data data/pusht_play.zarr --out runs/grid --minutes 90 --resume
+    factory train dynamics --kind object_state --data data/pusht_play.zarr --out judges/j1 \
+        --steps 10000 --seed 1 --threads 1     # an ensemble member: another seed
 
 The stage runs through :func:`factory.train.all_stages.stage_runner`, the dispatcher that
 ``factory train all`` uses too.
@@ -29,9 +31,10 @@ from factory.model.config import MAIN_CAMERA, WorldModelConfig
 from factory.model.registry import get_kind
 from factory.train import Budget, EpisodeData
 from factory.train import object_set as object_set_stages
-from factory.train.all_stages import STATE_KINDS, stage_runner
+from factory.train.all_stages import STAGE_TRAIN, STATE_KINDS, stage_runner
 from factory.train.data import load_episode_data
 from factory.train.dynamics import DYNAMICS_TRAIN, DynamicsTrainOptions
+from factory.train.loop import TrainConfig
 from factory.train.model_config import check_fits, default_config
 from factory.train.object_set import SET_WORLDS
 from factory.train.recipes import DEFAULT_RECIPE, apply_recipe, check_recipe
@@ -60,6 +63,12 @@ class TrainRequest:
     camera: str | None = None
     """latent_grid: the store camera to train on; None: the directory's, else the main one
     (``top``; ``side``: ``data/image_side``)."""
+    seed: int | None = None
+    """The part's initialisation and batch order (ensemble members: one seed each); None:
+    the stage's own (batch order 0, initialisation unseeded)."""
+    threads: int | None = None
+    """Torch's intra-op threads; None: the stage's own (two trainings side by side on two
+    cores: one each)."""
 
     def resolved_kind(self) -> str:
         if self.kind is not None:
@@ -145,6 +154,33 @@ def _check_weights(req: TrainRequest, config: Any) -> None:
             load_part(req.out, part, config)
 
 
+def check_loop_options(req: TrainRequest) -> None:
+    """Refuse a negative ``--seed`` or a ``--threads`` below one."""
+    if req.seed is not None and req.seed < 0:
+        raise FactoryError(f"--seed must be >= 0, got {req.seed}")
+    if req.threads is not None and req.threads < 1:
+        raise FactoryError(f"--threads must be >= 1, got {req.threads}")
+
+
+def _seeded(req: TrainRequest, kind: str, tc: TrainConfig | None) -> TrainConfig | None:
+    """The stage's TrainConfig with ``--seed`` and ``--threads`` applied (the global torch
+    seed set too, so a fresh part's initialisation follows the seed); unchanged without
+    them."""
+    if req.seed is None and req.threads is None:
+        return tc
+    if tc is None:
+        table = STATE_KINDS[kind].STAGE_TRAIN if kind in STATE_KINDS else STAGE_TRAIN
+        tc = table[req.stage]
+    if req.seed is not None:
+        import torch
+
+        torch.manual_seed(req.seed)
+        tc = dataclasses.replace(tc, seed=req.seed)
+    if req.threads is not None:
+        tc = dataclasses.replace(tc, threads=req.threads)
+    return tc
+
+
 def run_train(req: TrainRequest, on_progress: ProgressFn | None = None) -> dict[str, float]:
     """Validate the request, load the data and run the stage; returns its metrics."""
     kind = req.resolved_kind()
@@ -158,6 +194,7 @@ def run_train(req: TrainRequest, on_progress: ProgressFn | None = None) -> dict[
             check_recipe(req.recipe, req.overrides)
         except ValueError as err:
             raise FactoryError(str(err)) from err
+    check_loop_options(req)
     budget = budget_for(req)
     device = resolve_device(req.device)
     if req.resume and not (req.out / "config.json").exists():
@@ -177,6 +214,7 @@ def run_train(req: TrainRequest, on_progress: ProgressFn | None = None) -> dict[
         config, opts, tc = apply_recipe(
             config, DynamicsTrainOptions(), DYNAMICS_TRAIN, recipe, req.overrides
         )
+    tc = _seeded(req, kind, tc)
     run = stage_runner(req.stage, data, config, device, req.resume, opts)
     try:
         return run(req.out, tc, budget, on_progress)

@@ -60,6 +60,21 @@ def test_g_robust_keep_is_a_setting_only_when_given(tmp_path: Path) -> None:
         plan(tmp_path, "--g-robust-keep", "1.5")
 
 
+def test_g_robust_judges_need_the_rule_and_model_dirs(tmp_path: Path) -> None:
+    """Judges enter the config (as absolute paths) only when given, only with the keep
+    rule, and only as model directories."""
+    assert "g_robust_judges" not in plan(tmp_path, "--g-robust-keep", "0.9").config()
+    judge = tmp_path / "j1"
+    judge.mkdir()
+    (judge / "config.json").write_text("{}")
+    p = plan(tmp_path, "--g-robust-keep", "0.9", "--g-robust-judges", str(judge))
+    assert p.config()["g_robust_judges"] == [str(judge.resolve())]
+    with pytest.raises(ValueError, match="goes with --g-robust-keep"):
+        plan(tmp_path, "--g-robust-judges", str(judge))
+    with pytest.raises(ValueError, match="not a model directory"):
+        plan(tmp_path, "--g-robust-keep", "0.9", "--g-robust-judges", str(tmp_path / "none"))
+
+
 def _old_run(tmp_path: Path) -> Path:
     """A work dir whose state arm finished with ``act128`` and whose image arm finished."""
     work = tmp_path / "w"

@@ -21,7 +21,9 @@ import numpy as np
 
 from factory.errors import FactoryError
 from factory.eval.transfer import world_of
-from factory.gen.robustness import RobustConfig, episode_start, robustness
+from factory.gen.judges import check_judges, load_judges
+from factory.gen.robustness import RobustConfig, check_model, episode_start, member_robustness
+from factory.model import read_config
 from factory.model.files import load_model, model_dir_or_default, model_identity
 from factory.store import EpisodeStore
 
@@ -81,8 +83,9 @@ def run_robustness(
 ) -> dict[str, Any]:
     """The store's per-episode robustness, its summary and (with ``transfer``, the JSON of
     ``factory eval transfer`` on the same store) the keep curve."""
-    rows, world, made_by = _episodes(path)
     model_dir = model_dir_or_default(model)
+    check_judges(read_config(model_dir), cfg.judges)
+    rows, world, made_by = _episodes(path)
     ident = model_identity(model_dir)
     if made_by != {ident}:
         raise FactoryError(
@@ -93,18 +96,22 @@ def run_robustness(
         raise FactoryError(f"{path} holds no episode the model read as successful")
     real = _real_outcomes(transfer, path) if transfer is not None else None
     rollout, _ = load_model(model_dir)
+    judges = load_judges(check_model(rollout, world), cfg.judges)
     starts = np.stack([r["start"] for r in rows])
     actions = [r["actions"] for r in rows]
-    values = robustness(rollout, world, starts, actions, cfg, [r["seed"] for r in rows])
+    keys = [r["seed"] for r in rows]
+    by_member = member_robustness(rollout, world, starts, actions, cfg, keys, judges)
+    values = by_member.mean(axis=1)
     per = [
-        {"index": r["index"], "seed": r["seed"], "robustness": float(v)}
-        for r, v in zip(rows, values, strict=True)
+        {"index": r["index"], "seed": r["seed"], "robustness": float(v), "by_member": b.tolist()}
+        for r, v, b in zip(rows, values, by_member, strict=True)
     ]
     out: dict[str, Any] = {
         "store": str(path),
         "model_id": ident,
         "config": cfg.to_dict(),
         "episodes": len(rows),
+        "members": 1 + len(judges),
         "robustness_mean": float(values.mean()),
         "kept_at_keep": int((values >= cfg.keep).sum()),
     }

@@ -22,6 +22,7 @@ from factory.envs.pusht import pusht_spec
 from factory.envs.scoring import check_success_score
 from factory.errors import FactoryError
 from factory.gen.jobs import GenJob
+from factory.gen.judges import check_judges
 from factory.gen.perturb import perturb_actions
 from factory.gen.robustness import RobustConfig, check_plan
 from factory.generators import (
@@ -183,6 +184,7 @@ def plan_generate(cfg: GenerateConfig) -> GeneratePlan:
     check_success_score(world_of(mcfg), cfg.success_score)
     if cfg.robust is not None:
         check_plan(kind_of(mcfg).name, world_of(mcfg), cfg.only_success)
+        check_judges(mcfg, cfg.robust.judges)
     gen_dim = _generator_action_dim(cfg, resolution)
     if gen_dim != mcfg.action_dim:
         raise FactoryError(

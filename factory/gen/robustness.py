@@ -8,7 +8,9 @@ dynamics alone, with Gaussian noise of ``step_px`` (board px, each axis) added t
 block's position at every step the dynamics moves it (the model errs in contact), and
 optionally from a start pose perturbed by ``start_px`` and ``start_deg``. The episode's
 *robustness* is the fraction of those replays that reach the task's own success reading
-(sticky, within the episode's own length, as generation records success).
+(sticky, within the episode's own length, as generation records success). With judges
+(:mod:`factory.gen.judges`: other dynamics trained like the model's), every replay runs
+under the model's dynamics and each judge's, and the fraction counts them all.
 
 ``factory generate --robust-keep Q`` keeps only successful episodes of robustness at least
 ``Q`` (the writer's rule, :func:`factory.gen.writer.keeps`); ``factory eval robustness``
@@ -28,11 +30,13 @@ from __future__ import annotations
 import copy
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from factory.envs.scoring import read_success
 from factory.errors import FactoryError
+from factory.gen.judges import load_judges
 from factory.model.protocol import RolloutModel
 from factory.model.state_rollout import StateRollout
 
@@ -43,7 +47,8 @@ class RobustConfig:
     on the block's position at every step that the dynamics moves it, from the start pose
     plus ``start_px`` (px, each axis) and ``start_deg`` (deg) of noise; ``keep`` is the
     robustness a kept episode needs (``generate --robust-keep``); ``seed`` seeds the
-    noise; ``batch`` caps the rows replayed at once."""
+    noise; ``batch`` caps the rows replayed at once; ``judges`` are directories of other
+    dynamics (:mod:`factory.gen.judges`) that replay every episode too."""
 
     k: int = 16
     step_px: float = 0.3
@@ -52,6 +57,7 @@ class RobustConfig:
     keep: float = 0.9
     seed: int = 0
     batch: int = 1024
+    judges: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.k < 1:
@@ -63,7 +69,7 @@ class RobustConfig:
         if self.batch < 1:
             raise FactoryError(f"robustness batch must be >= 1, got {self.batch}")
 
-    def to_dict(self) -> dict[str, float]:
+    def to_dict(self) -> dict[str, Any]:
         """What an episode's meta records of how its robustness was read."""
         return {
             "k": self.k,
@@ -72,6 +78,7 @@ class RobustConfig:
             "start_deg": self.start_deg,
             "keep": self.keep,
             "seed": self.seed,
+            "judges": list(self.judges),
         }
 
 
@@ -181,11 +188,28 @@ def robustness(
     actions: list[np.ndarray],
     cfg: RobustConfig,
     keys: list[int] | None = None,
+    judges: list[StateRollout] | None = None,
 ) -> np.ndarray:
     """(N,) the fraction of ``cfg.k`` perturbed replays of each episode that the model
-    reads successful in ``world``: starts (N, S), actions N arrays (T_i, A); ``keys`` (N,)
-    the episodes' noise keys (their seeds; default 0..N-1, :func:`episode_noise`)."""
-    rollout = check_model(model, world)
+    (and each of ``judges``, the same replays under their dynamics) reads successful in
+    ``world``: the mean over members of :func:`member_robustness`."""
+    return member_robustness(model, world, starts, actions, cfg, keys, judges).mean(axis=1)
+
+
+def member_robustness(
+    model: RolloutModel | StateRollout,
+    world: str,
+    starts: np.ndarray,
+    actions: list[np.ndarray],
+    cfg: RobustConfig,
+    keys: list[int] | None = None,
+    judges: list[StateRollout] | None = None,
+) -> np.ndarray:
+    """(N, M) per member (the model, then each judge) the fraction of ``cfg.k`` perturbed
+    replays of each episode read successful: starts (N, S), actions N arrays (T_i, A);
+    ``keys`` (N,) the episodes' noise keys (their seeds; default 0..N-1,
+    :func:`episode_noise`). Every member replays the same noise."""
+    members = [check_model(model, world), *(judges or [])]
     if len(actions) != len(starts) or not len(starts):
         raise FactoryError(f"{len(starts)} starts but {len(actions)} action sequences")
     keys = list(range(len(starts))) if keys is None else keys
@@ -198,13 +222,13 @@ def robustness(
         rows[i * k : (i + 1) * k, -3:] += start  # the block: x, y, angle
         noise[i * k : (i + 1) * k, : lengths[i]] = steps
     acts, lengths = np.repeat(acts, k, axis=0), np.repeat(lengths, k)
-    hits = np.zeros(n * k, bool)
-    for lo in range(0, n * k, cfg.batch):
-        sl = slice(lo, min(lo + cfg.batch, n * k))
-        hits[sl] = replay_success(
-            rollout, world, rows[sl], acts[sl], lengths[sl], noise[sl] if cfg.step_px else None
-        )
-    return hits.reshape(n, k).mean(axis=1)
+    hits = np.zeros((len(members), n * k), bool)
+    for m, member in enumerate(members):
+        for lo in range(0, n * k, cfg.batch):
+            sl = slice(lo, min(lo + cfg.batch, n * k))
+            step_noise = noise[sl] if cfg.step_px else None
+            hits[m, sl] = replay_success(member, world, rows[sl], acts[sl], lengths[sl], step_noise)
+    return hits.reshape(len(members), n, k).mean(axis=2).T
 
 
 def episode_start(data: dict[str, np.ndarray]) -> np.ndarray:
@@ -217,10 +241,12 @@ class RobustnessCheck:
     """Reads the robustness of episodes generated by ``model`` in ``world``.
 
     It replays on a shallow copy of the model (the same parts, its own rollout state), so
-    a generation engine's rollout of the same model goes on undisturbed."""
+    a generation engine's rollout of the same model goes on undisturbed, and under the
+    judges of ``cfg.judges`` (loaded once, here)."""
 
     def __init__(self, model: RolloutModel | StateRollout, world: str, cfg: RobustConfig) -> None:
         self.model = copy.copy(check_model(model, world))
+        self.judges = load_judges(self.model, cfg.judges)
         self.world, self.cfg = world, cfg
 
     def __call__(self, data: dict[str, np.ndarray], key: int) -> float:
@@ -228,4 +254,5 @@ class RobustnessCheck:
         ``key`` its noise key (its seed)."""
         start = episode_start(data)[None]
         acts = [np.asarray(data["action"], np.float32)]
-        return float(robustness(self.model, self.world, start, acts, self.cfg, [key])[0])
+        value = robustness(self.model, self.world, start, acts, self.cfg, [key], self.judges)
+        return float(value[0])

@@ -1,0 +1,120 @@
+"""Judges (``factory.gen.judges``): other dynamics that replay a model's successes, and
+the seeded one-stage training (``factory train --seed``) that makes them."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_robustness import TowardGoal, _episode
+
+from factory.errors import FactoryError
+from factory.gen.judges import check_judges, load_judges
+from factory.gen.robustness import RobustConfig, member_robustness, robustness
+from factory.model import read_config
+from factory.model.files import load_model, model_dir_or_default
+
+
+def test_a_judge_that_disagrees_halves_robustness() -> None:
+    """A judge whose block moves half as fast never reaches the goal in the episode's
+    length: its column is 0, the model's 1, and the pooled robustness 0.5; a judge like
+    the model changes nothing."""
+    start, acts = _episode(8.0, 10)
+    cfg = RobustConfig(k=4, step_px=0.0)
+    by = member_robustness(
+        TowardGoal(), "pusht", start[None], [acts], cfg, judges=[TowardGoal(0.5)]
+    )
+    assert by.tolist() == [[1.0, 0.0]]
+    pooled = robustness(TowardGoal(), "pusht", start[None], [acts], cfg, judges=[TowardGoal(0.5)])
+    assert pooled.tolist() == [0.5]
+    same = member_robustness(TowardGoal(), "pusht", start[None], [acts], cfg, judges=[TowardGoal()])
+    assert same.tolist() == [[1.0, 1.0]]
+
+
+def test_judges_replay_the_same_noise() -> None:
+    """Every member draws the episode's one noise stream: a judge equal to the model gives
+    the model's own fraction, whatever it is."""
+    eps = [_episode(8.0, 8), _episode(5.0, 9)]
+    starts = np.stack([e[0] for e in eps])
+    acts = [e[1] for e in eps]
+    cfg = RobustConfig(k=16, step_px=2.0)
+    by = member_robustness(TowardGoal(), "pusht", starts, acts, cfg, [3, 4], [TowardGoal()])
+    np.testing.assert_array_equal(by[:, 0], by[:, 1])
+    assert 0.0 < by[:, 0].min() < 1.0  # the noise bites, so equality is not trivial
+
+
+def _judge_dir(tmp_path: Path, name: str, edit: dict | None = None) -> Path:
+    """A copy of the shipped model as a judge directory, its config edited by ``edit``."""
+    src = model_dir_or_default(None)
+    out = tmp_path / name
+    shutil.copytree(src, out)
+    if edit:
+        cfg = json.loads((out / "config.json").read_text())
+        for section, fields in edit.items():
+            cfg[section] = fields if not isinstance(fields, dict) else {**cfg[section], **fields}
+        (out / "config.json").write_text(json.dumps(cfg))
+    return out
+
+
+def test_the_shipped_dynamics_judges_itself_equally(tmp_path: Path) -> None:
+    """Loaded as a judge, the model's own dynamics replays its successes exactly as the
+    model does; the model's parts are left as they were."""
+    model, _ = load_model(None)
+    judge = _judge_dir(tmp_path, "self")
+    check_judges(read_config(judge), [judge])
+    (member,) = load_judges(model, [judge])  # type: ignore[arg-type]
+    assert member.dynamics is not model.dynamics
+    assert member.renderer is model.renderer
+    rng = np.random.default_rng(0)
+    start = np.array([200.0, 150.0, 256.0, 256.0, np.pi / 4])
+    acts = [np.clip(start[:2] + np.cumsum(rng.normal(0, 8, (40, 2)), 0), 20, 490)]
+    cfg = RobustConfig(k=3, step_px=0.3)
+    by = member_robustness(model, "pusht", start[None], acts, cfg, judges=[member])
+    assert by[0, 0] == by[0, 1]
+
+
+@pytest.mark.parametrize(
+    ("edit", "needle"),
+    [
+        ({"dynamics": {"hidden": 128}}, "dynamics config differs"),
+        ({"parts": ["renderer", "reader"]}, "no dynamics part"),
+    ],
+)
+def test_judges_that_cannot_judge_are_refused(tmp_path: Path, edit: dict, needle: str) -> None:
+    model_cfg = read_config(model_dir_or_default(None))
+    judge = _judge_dir(tmp_path, "bad", edit)
+    with pytest.raises(FactoryError, match=needle):
+        check_judges(model_cfg, [judge])
+    with pytest.raises(FactoryError, match="does not exist"):
+        check_judges(model_cfg, [tmp_path / "none"])
+    grid = Path(__file__).resolve().parents[1] / "models" / "pusht_latent_grid"
+    with pytest.raises(FactoryError, match="is a latent_grid model"):
+        check_judges(model_cfg, [grid])
+
+
+def test_seeded_training_is_reproducible(tmp_path: Path) -> None:
+    """``factory train dynamics --seed`` makes the same weights twice and others from
+    another seed: the members of an ensemble differ by their seed alone."""
+    from safetensors.numpy import load_file
+    from typer.testing import CliRunner
+
+    from pipelines.cli import app
+    from pipelines.train import TrainRequest, run_train
+
+    data = tmp_path / "d.zarr"
+    args = ["collect", "--out", str(data), "--episodes", "2", "--steps", "40", "--resolution", "32"]
+    assert CliRunner().invoke(app, args).exit_code == 0
+    weights = []
+    for name, seed in (("a", 1), ("b", 1), ("c", 2)):
+        req = TrainRequest(
+            stage="dynamics", data=data, out=tmp_path / name, steps=3, device="cpu",
+            kind="object_state", seed=seed, threads=1,
+        )  # fmt: skip
+        run_train(req)
+        weights.append(load_file(str(tmp_path / name / "dynamics.safetensors")))
+    a, b, c = weights
+    assert all(np.array_equal(a[k], b[k]) for k in a)
+    assert any(not np.array_equal(a[k], c[k]) for k in a)
