@@ -8,6 +8,7 @@ factory train all --data data/pusht_play.zarr --out runs/all --minutes 60 --eval
 factory eval fidelity --model runs/model --data data/pusht_heldout.zarr --json --video fid.mp4
 factory eval transfer data/pusht_gen.zarr --json
 factory eval robustness data/pusht_gen.zarr --transfer transfer.json --json
+factory eval ensemble --data data/pusht_heldout.zarr --judge judges/j1 --judge judges/j2 --json
 factory bench rollout --json
 """
 
@@ -347,3 +348,33 @@ def model_pack(
     err_console.print(
         f"[bold green]packed[/] {', '.join(sorted(sources))} into {out} ({size:.1f} MB)"
     )
+
+
+@eval_app.command("ensemble")
+@user_errors
+def eval_ensemble(
+    data: Annotated[Path, typer.Option("--data", help="Held-out ground-truth episodes.")],
+    judge: Annotated[
+        list[Path], typer.Option(help="A judge: another dynamics of the model (repeatable).")
+    ],
+    model: Annotated[Path | None, typer.Option(help="The model (default: the shipped).")] = None,
+    horizons: Annotated[str, typer.Option(help="Steps at which to score.")] = "10,50,100",
+    episodes: Annotated[int, typer.Option(help="Episodes to roll out.")] = 40,
+    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Open-loop block error of the model's dynamics, each judge's and their mean, driven
+    by held-out episodes' real actions."""
+    from factory.errors import FactoryError
+    from factory.eval.ensemble import run_ensemble
+    from factory.eval.fidelity import parse_horizons
+
+    if episodes < 1:
+        raise FactoryError(f"--episodes must be >= 1, got {episodes}")
+    hs = parse_horizons(horizons)
+    result = run_ensemble(data, model, [str(j) for j in judge], hs, episodes)
+    if json_out:
+        print_json(result)
+        return
+    for row in [*result["members"], {"member": "mean dynamics", **result["mean_dynamics"]}]:
+        errs = ", ".join(f"h{h} {row[f'h{h}_median']:.2f} ({row[f'h{h}']:.2f})" for h in hs)
+        err_console.print(f"{row['member']}: block error px, median (mean): {errs}")

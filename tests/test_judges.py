@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from test_robustness import TowardGoal, _episode
 
 from factory.errors import FactoryError
@@ -118,3 +119,31 @@ def test_seeded_training_is_reproducible(tmp_path: Path) -> None:
     a, b, c = weights
     assert all(np.array_equal(a[k], b[k]) for k in a)
     assert any(not np.array_equal(a[k], c[k]) for k in a)
+
+
+class Drift(TowardGoal):
+    """A block that drifts ``dx`` px in x at every step, whatever the action."""
+
+    def __init__(self, dx: float) -> None:
+        super().__init__()
+        self.dx = dx
+
+    def _dynamics_step(self, prev, cur, prev_action, a):  # type: ignore[no-untyped-def]
+        block = cur[:, 2:].clone()
+        block[:, 0] += self.dx
+        return torch.cat([a, block], dim=1)
+
+
+def test_the_mean_dynamics_averages_away_opposite_errors() -> None:
+    """Two members drifting +1 and -1 px per step err by h px at horizon h; their mean
+    dynamics keeps the (still) block where it is."""
+    from factory.eval.ensemble import block_errors, mean_path, member_paths
+
+    truth = np.tile(np.array([100.0, 100.0, 256.0, 256.0, 0.5], np.float32), (2, 11, 1))
+    acts = np.full((2, 10, 2), 100.0, np.float32)
+    members = [Drift(1.0), Drift(-1.0)]
+    for m in members:
+        errs = block_errors(member_paths(m, truth[:, 0], acts), truth, (1, 10), 2)
+        assert errs == pytest.approx({"h1": 1.0, "h10": 10.0, "h1_median": 1.0, "h10_median": 10.0})
+    mean = block_errors(mean_path(members, truth[:, 0], acts), truth, (1, 10), 2)
+    assert max(mean.values()) == pytest.approx(0.0)
