@@ -82,6 +82,13 @@ def generate(
             "replays every success too (repeatable; see factory.gen.judges)."
         ),
     ] = None,
+    mean_dynamics: Annotated[
+        list[Path] | None,
+        typer.Option(
+            help="Generate in the mean of the model's dynamics and this judge's (repeatable; "
+            "an object_state model; see factory.gen.judges.MeanDynamics)."
+        ),
+    ] = None,
     append: Annotated[
         bool, typer.Option(help="Add to an existing store, skip done seeds.")
     ] = False,
@@ -129,6 +136,7 @@ def generate(
             keep=robust_keep,
             judges=tuple(str(j.resolve()) for j in robust_judge or ()),
         ),
+        mean_dynamics=tuple(str(j.resolve()) for j in mean_dynamics or ()),
         append=append,
         fsync=fsync,
         replay_noise=noise,

@@ -98,6 +98,7 @@ class GenWorker:
         policy_label: str | None = None,
         success_score: float | None = None,
         robust: RobustConfig | None = None,
+        mean_files: list[dict[str, bytes]] | None = None,
     ) -> None:
         import torch
 
@@ -116,6 +117,11 @@ class GenWorker:
         self._tmp = tempfile.TemporaryDirectory(prefix="demofactory-gen-")
         root = Path(self._tmp.name)
         model = load_model_dir(unpack_dir(model_files, root / "model"), device=device)
+        if mean_files:  # generate in the mean of the model's dynamics and the judges'
+            from factory.gen.judges import with_mean_dynamics
+
+            judges = [unpack_dir(f, root / f"judge{i}") for i, f in enumerate(mean_files)]
+            model = with_mean_dynamics(model, judges)
         self.policy_dir = str(unpack_dir(policy_files, root / "policy")) if policy_files else None
         self.policy_label = policy_label
         self.engine = RolloutEngine(
@@ -237,6 +243,7 @@ class Pool:
         self.options = _worker_options(cfg)
         self.model_ref = ray.put(model_bytes(plan.model_dir))
         self.policy_ref = ray.put(pack_dir(cfg.policy)) if cfg.policy is not None else None
+        self.mean_ref = ray.put([pack_dir(Path(j)) for j in cfg.mean_dynamics])
         self.queue = Queue(actor_options={"num_cpus": 0})
         self.queue.size()  # wait until the queue actor runs (startup, not generation)
         self.actor_cls: Any = ray.remote(worker_cls)
@@ -266,6 +273,7 @@ class Pool:
                 None if self.cfg.policy is None else str(self.cfg.policy),
                 self.cfg.success_score,
                 self.cfg.robust,
+                self.mean_ref,
             )
             self.spawned += 1
             names.append(name)

@@ -121,29 +121,44 @@ def test_seeded_training_is_reproducible(tmp_path: Path) -> None:
     assert any(not np.array_equal(a[k], c[k]) for k in a)
 
 
-class Drift(TowardGoal):
-    """A block that drifts ``dx`` px in x at every step, whatever the action."""
+class Step(torch.nn.Module):
+    """A dynamics that adds a fixed step (S,) to the current state, logit ``logit``."""
 
-    def __init__(self, dx: float) -> None:
+    def __init__(self, step: list[float], logit: float = 1.0) -> None:
         super().__init__()
-        self.dx = dx
+        self.step, self.logit = torch.tensor(step), logit
 
-    def _dynamics_step(self, prev, cur, prev_action, a):  # type: ignore[no-untyped-def]
-        block = cur[:, 2:].clone()
-        block[:, 0] += self.dx
-        return torch.cat([a, block], dim=1)
+    def forward(self, prev, cur, prev_action, action, hard_gate=True):  # type: ignore[no-untyped-def]
+        nxt = cur + self.step
+        nxt[:, -1] = torch.atan2(torch.sin(nxt[:, -1]), torch.cos(nxt[:, -1]))  # wrapped
+        return nxt, torch.full((len(cur),), self.logit)
 
 
-def test_the_mean_dynamics_averages_away_opposite_errors() -> None:
-    """Two members drifting +1 and -1 px per step err by h px at horizon h; their mean
-    dynamics keeps the (still) block where it is."""
-    from factory.eval.ensemble import block_errors, mean_path, member_paths
+def test_mean_dynamics_averages_steps_across_the_angle_seam() -> None:
+    """Opposite block steps cancel; angle steps are averaged as steps, so a member that
+    wraps past pi does not drag the mean half a turn away."""
+    from factory.gen.judges import MeanDynamics
 
-    truth = np.tile(np.array([100.0, 100.0, 256.0, 256.0, 0.5], np.float32), (2, 11, 1))
-    acts = np.full((2, 10, 2), 100.0, np.float32)
-    members = [Drift(1.0), Drift(-1.0)]
-    for m in members:
-        errs = block_errors(member_paths(m, truth[:, 0], acts), truth, (1, 10), 2)
-        assert errs == pytest.approx({"h1": 1.0, "h10": 10.0, "h1_median": 1.0, "h10_median": 10.0})
-    mean = block_errors(mean_path(members, truth[:, 0], acts), truth, (1, 10), 2)
-    assert max(mean.values()) == pytest.approx(0.0)
+    cur = torch.tensor([[100.0, 100.0, 256.0, 256.0, np.pi - 0.05]])
+    mean = MeanDynamics([Step([0, 0, 1.0, 0, 0.1], 2.0), Step([0, 0, -1.0, 0, -0.3], 0.0)])
+    nxt, logit = mean(cur, cur, cur[:, :2], cur[:, :2])
+    assert nxt[0, :4].tolist() == pytest.approx([100.0, 100.0, 256.0, 256.0])
+    assert float(nxt[0, 4]) == pytest.approx(np.pi - 0.15, abs=1e-5)
+    assert float(logit[0]) == pytest.approx(1.0)
+
+
+def test_the_mean_of_the_model_and_itself_is_the_model(tmp_path: Path) -> None:
+    """``with_mean_dynamics`` of the shipped model and a copy of it rolls out exactly as
+    the model (and scores so in ``eval ensemble``'s errors)."""
+    from factory.eval.ensemble import block_errors, member_paths
+    from factory.gen.judges import with_mean_dynamics
+
+    model, _ = load_model(None)
+    mean = with_mean_dynamics(model, [_judge_dir(tmp_path, "self")])  # type: ignore[arg-type]
+    rng = np.random.default_rng(1)
+    start = np.array([[200.0, 150.0, 256.0, 256.0, 0.7]])
+    acts = np.clip(start[:, None, :2] + np.cumsum(rng.normal(0, 8, (1, 30, 2)), 1), 20, 490)
+    own = member_paths(model, start, acts.astype(np.float32))  # type: ignore[arg-type]
+    both = member_paths(mean, start, acts.astype(np.float32))
+    np.testing.assert_allclose(both, own, atol=1e-4)
+    assert block_errors(both, own, (10, 30), 2)["h30"] < 1e-3

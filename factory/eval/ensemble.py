@@ -2,11 +2,11 @@
 
 The model's dynamics and its judges (:mod:`factory.gen.judges`) are each rolled open loop
 from the first real state of held-out episodes, driven by the episodes' real actions, by
-the dynamics alone; so is the *mean dynamics*, whose every step is the mean of the
-members' predictions from one shared state (each member steps from it, the mean becomes
-the next shared state). The block's position error against the real block at each
-horizon says how much the members' own errors are their own (averaged away by the mean)
-and how much they share.
+the dynamics alone; so is their *mean dynamics* (:class:`factory.gen.judges.MeanDynamics`:
+every step the mean of the members' steps from one shared state), the dynamics
+``factory generate --mean-dynamics`` generates in. The block's position error against
+the real block at each horizon says how much of the members' errors are their own
+(averaged away by the mean) and how much they share.
 
 Shapes: ``E`` episodes, ``T`` steps, ``S`` the world state (PushT: agent x, y, block x, y,
 angle), ``A`` the action dim, ``M`` members.
@@ -22,7 +22,7 @@ import numpy as np
 
 from factory.errors import FactoryError
 from factory.eval.fidelity import replay_set
-from factory.gen.judges import check_judges, load_judges
+from factory.gen.judges import check_judges, load_judges, with_mean_dynamics
 from factory.gen.robustness import check_model
 from factory.model import read_config
 from factory.model.files import load_model, model_dir_or_default, model_identity
@@ -37,28 +37,6 @@ def member_paths(model: StateRollout, states: np.ndarray, actions: np.ndarray) -
     out = [states.astype(np.float32)]
     for t in range(actions.shape[1]):
         out.append(model.advance(actions[:, t]).cpu().numpy())
-    return np.stack(out, axis=1)
-
-
-def mean_path(
-    members: Sequence[StateRollout], states: np.ndarray, actions: np.ndarray
-) -> np.ndarray:
-    """(E, T+1, S) the mean dynamics' open-loop states: at every step each member predicts
-    from the shared (previous, current) states and previous action, and the mean of their
-    predictions is the next shared state."""
-    cur = states.astype(np.float32)
-    window = np.stack([cur, cur], axis=1)  # (E, 2, S): at rest
-    prev_action = cur[:, : members[0].agent_dim].copy()
-    out = [cur]
-    for t in range(actions.shape[1]):
-        preds = []
-        for m in members:
-            m.start(None, prev_action[:, None], states=window)
-            preds.append(m.advance(actions[:, t]).cpu().numpy())
-        nxt = np.mean(preds, axis=0)
-        window = np.stack([window[:, 1], nxt], axis=1)
-        prev_action = actions[:, t].astype(np.float32)
-        out.append(nxt)
     return np.stack(out, axis=1)
 
 
@@ -93,14 +71,16 @@ def run_ensemble(
     truth = windows.world_states()
     assert truth is not None  # the store has data/state
     rollout, _ = load_model(model_dir)
-    members = [check_model(rollout, "pusht"), *load_judges(check_model(rollout, "pusht"), judges)]
+    own = check_model(rollout, "pusht")
+    members = [own, *load_judges(own, judges)]
     actions = windows.actions[:, : max(horizons)]
     a0 = members[0].agent_dim
     rows = [
         {"member": name, **block_errors(member_paths(m, truth[:, 0], actions), truth, horizons, a0)}
         for name, m in zip(["model", *judges], members, strict=True)
     ]
-    mean = block_errors(mean_path(members, truth[:, 0], actions), truth, horizons, a0)
+    mean_model = with_mean_dynamics(own, judges)
+    mean = block_errors(member_paths(mean_model, truth[:, 0], actions), truth, horizons, a0)
     return {
         "data": str(data),
         "model_id": model_identity(model_dir),

@@ -15,6 +15,10 @@ Train one with the model's data and its dynamics budget, another seed each::
 
 A judge directory holds a ``config.json`` whose kind and dynamics section equal the
 model's and a ``dynamics`` part; its other parts, if any, are not read.
+
+The members can also act as one: :class:`MeanDynamics`, the mean of their steps, is the
+dynamics ``factory generate --mean-dynamics DIR`` generates in and ``factory eval
+ensemble`` scores.
 """
 
 from __future__ import annotations
@@ -23,6 +27,9 @@ import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+import torch
+from torch import Tensor, nn
 
 from factory.errors import FactoryError, ModelError
 from factory.model import load_part, read_config
@@ -59,6 +66,14 @@ def check_judges(model_config: Any, judges: Sequence[str | Path]) -> None:
         _judge_config(model_config, judge)
 
 
+def check_mean_dynamics(kind: str, model_config: Any, judges: Sequence[str | Path]) -> None:
+    """Refuse, before any work, a mean dynamics that cannot be built: for a kind other
+    than ``object_state`` or with judges :func:`check_judges` refuses."""
+    if kind != "object_state":
+        raise FactoryError(f"--mean-dynamics needs an object_state model; this one is {kind}")
+    check_judges(model_config, judges)
+
+
 def load_judges(model: StateRollout, judges: Sequence[str | Path]) -> list[StateRollout]:
     """One rollout per judge: the model's kind, config and other parts (shared, never
     changed) with the judge's dynamics, on the model's device."""
@@ -72,3 +87,32 @@ def load_judges(model: StateRollout, judges: Sequence[str | Path]) -> list[State
         member = type(model)(model.config, dyn, model.renderer, model.reader)
         members.append(member.to(model.device))
     return members
+
+
+class MeanDynamics(nn.Module):
+    """The mean of several dynamics (the model's and its judges'): each member predicts
+    the next states (B, S) from the same (previous, current) states and actions, and the
+    mean of their steps (next minus current, the block's angle step wrapped) is added to
+    the current states. Its moving logit (B,) is the members' mean."""
+
+    def __init__(self, members: Sequence[nn.Module], angle_index: int = -1) -> None:
+        super().__init__()
+        self.members = nn.ModuleList(members)
+        self.angle_index = angle_index
+
+    def forward(
+        self, prev: Tensor, cur: Tensor, prev_action: Tensor, action: Tensor, hard_gate: bool = True
+    ) -> tuple[Tensor, Tensor]:
+        outs = [m(prev, cur, prev_action, action, hard_gate) for m in self.members]
+        steps = torch.stack([nxt - cur for nxt, _ in outs])  # (M, B, S)
+        turn = steps[..., self.angle_index]
+        steps[..., self.angle_index] = torch.atan2(torch.sin(turn), torch.cos(turn))
+        return cur + steps.mean(dim=0), torch.stack([logit for _, logit in outs]).mean(dim=0)
+
+
+def with_mean_dynamics(model: StateRollout, judges: Sequence[str | Path]) -> StateRollout:
+    """A rollout of the model's kind, config and other parts whose dynamics is the
+    :class:`MeanDynamics` of the model's and every judge's (the model left as it was)."""
+    members = [model.dynamics, *(j.dynamics for j in load_judges(model, judges))]
+    mean = type(model)(model.config, MeanDynamics(members), model.renderer, model.reader)
+    return mean.to(model.device)

@@ -22,7 +22,7 @@ from factory.envs.pusht import pusht_spec
 from factory.envs.scoring import check_success_score
 from factory.errors import FactoryError
 from factory.gen.jobs import GenJob
-from factory.gen.judges import check_judges
+from factory.gen.judges import check_judges, check_mean_dynamics
 from factory.gen.perturb import perturb_actions
 from factory.gen.robustness import RobustConfig, check_plan
 from factory.generators import (
@@ -63,6 +63,7 @@ class GenerateConfig:
     stop_on_success: bool | None = None  # default: True for expert
     success_score: float | None = None  # a stricter success reading (None: the task's own)
     robust: RobustConfig | None = None  # keep only episodes this robust (needs only_success)
+    mean_dynamics: tuple[str, ...] = ()  # judges: generate in the mean of their dynamics
     replay_noise: float = 0.0  # px std of Gaussian noise on replayed actions
     replay_time_warp: float = 0.0  # replay speed drawn from U(1 - w, 1 + w)
     context: int = 1  # replay: real frames (and their actions) the model starts from
@@ -185,6 +186,8 @@ def plan_generate(cfg: GenerateConfig) -> GeneratePlan:
     if cfg.robust is not None:
         check_plan(kind_of(mcfg).name, world_of(mcfg), cfg.only_success)
         check_judges(mcfg, cfg.robust.judges)
+    if cfg.mean_dynamics:
+        check_mean_dynamics(kind_of(mcfg).name, mcfg, cfg.mean_dynamics)
     gen_dim = _generator_action_dim(cfg, resolution)
     if gen_dim != mcfg.action_dim:
         raise FactoryError(
@@ -196,6 +199,9 @@ def plan_generate(cfg: GenerateConfig) -> GeneratePlan:
     check_output(cfg.out, spec, resolution, cfg.append, labelled)
     jobs = plan_jobs(cfg, done_episodes(cfg.out), base_jobs)
     model_id = model_identity(model_dir)
+    if cfg.mean_dynamics:  # the episodes record the ensemble that made them
+        members = ",".join(model_identity(Path(j)) for j in cfg.mean_dynamics)
+        model_id = f"{model_id}+mean({members})"
     # an existing store is opened (and locked) now; a new one waits for the workers
     store = None
     if cfg.out.exists():
