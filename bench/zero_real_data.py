@@ -181,7 +181,7 @@ def _options(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--g-robust-judges", nargs="+", default=(), metavar="DIR",
                     help="G, with --g-robust-keep: judges, other dynamics trained like the "
                     "model's, that replay every success too (generate --robust-judge; "
-                    "models/pusht_judges/j1 j2)")  # fmt: skip
+                    "trained by factory train dynamics --seed; none ships)")  # fmt: skip
     g_all = "keep failed generated demos too (plumbing check, not the experiment)"
     ap.add_argument("--g-all", action="store_true", help=g_all)
     ap.add_argument("--arms", type=lambda t: tuple(t.split(",")), default=report.ARMS,

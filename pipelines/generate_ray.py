@@ -243,7 +243,7 @@ class Pool:
         self.options = _worker_options(cfg)
         self.model_ref = ray.put(model_bytes(plan.model_dir))
         self.policy_ref = ray.put(pack_dir(cfg.policy)) if cfg.policy is not None else None
-        self.mean_ref = ray.put([pack_dir(Path(j)) for j in cfg.mean_dynamics])
+        self.mean_ref = ray.put([model_bytes(Path(j)) for j in cfg.mean_dynamics])
         self.queue = Queue(actor_options={"num_cpus": 0})
         self.queue.size()  # wait until the queue actor runs (startup, not generation)
         self.actor_cls: Any = ray.remote(worker_cls)

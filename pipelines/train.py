@@ -31,7 +31,7 @@ from factory.model.config import MAIN_CAMERA, WorldModelConfig
 from factory.model.registry import get_kind
 from factory.train import Budget, EpisodeData
 from factory.train import object_set as object_set_stages
-from factory.train.all_stages import STAGE_TRAIN, STATE_KINDS, stage_runner
+from factory.train.all_stages import STATE_KINDS, stage_runner, stage_train
 from factory.train.data import load_episode_data
 from factory.train.dynamics import DYNAMICS_TRAIN, DynamicsTrainOptions
 from factory.train.loop import TrainConfig
@@ -168,9 +168,7 @@ def _seeded(req: TrainRequest, kind: str, tc: TrainConfig | None) -> TrainConfig
     them."""
     if req.seed is None and req.threads is None:
         return tc
-    if tc is None:
-        table = STATE_KINDS[kind].STAGE_TRAIN if kind in STATE_KINDS else STAGE_TRAIN
-        tc = table[req.stage]
+    tc = tc or stage_train(kind, req.stage)
     if req.seed is not None:
         import torch
 

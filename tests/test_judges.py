@@ -11,10 +11,11 @@ import numpy as np
 import pytest
 import torch
 from test_robustness import TowardGoal, _episode
+from torch import Tensor
 
 from factory.errors import FactoryError
 from factory.gen.judges import check_judges, load_judges
-from factory.gen.robustness import RobustConfig, member_robustness, robustness
+from factory.gen.robustness import RobustConfig, check_model, member_robustness, robustness
 from factory.model import read_config
 from factory.model.files import load_model, model_dir_or_default
 
@@ -60,20 +61,32 @@ def _judge_dir(tmp_path: Path, name: str, edit: dict | None = None) -> Path:
     return out
 
 
+START = np.array([[150.0, 256.0, 256.0, 256.0, 0.0]])
+"""The agent left of the block, which the :data:`PUSH` actions drive through."""
+PUSH = np.stack([np.linspace(160, 330, 40), np.full(40, 256.0)], 1)[None].astype(np.float32)
+
+
+def _pushed(paths: np.ndarray) -> float:
+    """How far (px) the block ends from where it started in paths (1, T+1, S)."""
+    return float(np.linalg.norm(paths[0, -1, 2:4] - paths[0, 0, 2:4]))
+
+
 def test_the_shipped_dynamics_judges_itself_equally(tmp_path: Path) -> None:
-    """Loaded as a judge, the model's own dynamics replays its successes exactly as the
-    model does; the model's parts are left as they were."""
-    model, _ = load_model(None)
+    """Loaded as a judge, the model's own dynamics moves a pushed block exactly as the
+    model does, and scores its replays alike; the model's parts are left as they were."""
+    from factory.eval.ensemble import member_paths
+
+    model = check_model(load_model(None)[0], "pusht")
     judge = _judge_dir(tmp_path, "self")
     check_judges(read_config(judge), [judge])
-    (member,) = load_judges(model, [judge])  # type: ignore[arg-type]
+    (member,) = load_judges(model, [judge])
     assert member.dynamics is not model.dynamics
     assert member.renderer is model.renderer
-    rng = np.random.default_rng(0)
-    start = np.array([200.0, 150.0, 256.0, 256.0, np.pi / 4])
-    acts = [np.clip(start[:2] + np.cumsum(rng.normal(0, 8, (40, 2)), 0), 20, 490)]
+    own = member_paths(model, START, PUSH)
+    assert _pushed(own) > 50  # the push moves the block: the comparison is not of rests
+    np.testing.assert_allclose(member_paths(member, START, PUSH), own, atol=1e-4)
     cfg = RobustConfig(k=3, step_px=0.3)
-    by = member_robustness(model, "pusht", start[None], acts, cfg, judges=[member])
+    by = member_robustness(model, "pusht", START, [PUSH[0]], cfg, judges=[member])
     assert by[0, 0] == by[0, 1]
 
 
@@ -128,7 +141,9 @@ class Step(torch.nn.Module):
         super().__init__()
         self.step, self.logit = torch.tensor(step), logit
 
-    def forward(self, prev, cur, prev_action, action, hard_gate=True):  # type: ignore[no-untyped-def]
+    def forward(
+        self, prev: Tensor, cur: Tensor, prev_action: Tensor, action: Tensor, hard_gate: bool = True
+    ) -> tuple[Tensor, Tensor]:
         nxt = cur + self.step
         nxt[:, -1] = torch.atan2(torch.sin(nxt[:, -1]), torch.cos(nxt[:, -1]))  # wrapped
         return nxt, torch.full((len(cur),), self.logit)
@@ -148,17 +163,15 @@ def test_mean_dynamics_averages_steps_across_the_angle_seam() -> None:
 
 
 def test_the_mean_of_the_model_and_itself_is_the_model(tmp_path: Path) -> None:
-    """``with_mean_dynamics`` of the shipped model and a copy of it rolls out exactly as
-    the model (and scores so in ``eval ensemble``'s errors)."""
+    """``with_mean_dynamics`` of the shipped model and a copy of it pushes the block
+    exactly as the model does (and scores so in ``eval ensemble``'s errors)."""
     from factory.eval.ensemble import block_errors, member_paths
     from factory.gen.judges import with_mean_dynamics
 
-    model, _ = load_model(None)
-    mean = with_mean_dynamics(model, [_judge_dir(tmp_path, "self")])  # type: ignore[arg-type]
-    rng = np.random.default_rng(1)
-    start = np.array([[200.0, 150.0, 256.0, 256.0, 0.7]])
-    acts = np.clip(start[:, None, :2] + np.cumsum(rng.normal(0, 8, (1, 30, 2)), 1), 20, 490)
-    own = member_paths(model, start, acts.astype(np.float32))  # type: ignore[arg-type]
-    both = member_paths(mean, start, acts.astype(np.float32))
-    np.testing.assert_allclose(both, own, atol=1e-4)
-    assert block_errors(both, own, (10, 30), 2)["h30"] < 1e-3
+    model = check_model(load_model(None)[0], "pusht")
+    mean = with_mean_dynamics(model, [_judge_dir(tmp_path, "self")])
+    own = member_paths(model, START, PUSH)
+    both = member_paths(mean, START, PUSH)
+    assert _pushed(own) > 50
+    np.testing.assert_allclose(both, own, atol=1e-3)
+    assert block_errors(both, own, (10, 40), 2)["h40"] < 1e-2

@@ -75,6 +75,31 @@ def test_g_robust_judges_need_the_rule_and_model_dirs(tmp_path: Path) -> None:
         plan(tmp_path, "--g-robust-keep", "0.9", "--g-robust-judges", str(tmp_path / "none"))
 
 
+def test_g_hands_the_robustness_rule_and_its_judges_to_generate(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Stage G's ``factory generate`` carries ``--robust-keep`` and one ``--robust-judge``
+    per judge, and neither without the rule."""
+    from types import SimpleNamespace
+
+    import zero_real_demos
+
+    seen: list[list[str]] = []
+    monkeypatch.setattr(zero_real_demos, "_rounds", lambda *a: seen.append(a[4]) or {})
+    judges = [tmp_path / "j1", tmp_path / "j2"]
+    for judge in judges:
+        judge.mkdir()
+        (judge / "config.json").write_text("{}")
+    p = plan(tmp_path, "--g-robust-keep", "0.9", "--g-robust-judges", *map(str, judges))
+    zero_real_demos.stage_g(SimpleNamespace(plan=p, note=lambda _: None))
+    zero_real_demos.stage_g(SimpleNamespace(plan=plan(tmp_path / "w"), note=lambda _: None))
+    with_rule, without = seen
+    assert with_rule[with_rule.index("--robust-keep") + 1] == "0.9"
+    given = [with_rule[i + 1] for i, a in enumerate(with_rule) if a == "--robust-judge"]
+    assert given == [str(j.resolve()) for j in judges]
+    assert "--robust-keep" not in without and "--robust-judge" not in without
+
+
 def _old_run(tmp_path: Path) -> Path:
     """A work dir whose state arm finished with ``act128`` and whose image arm finished."""
     work = tmp_path / "w"

@@ -22,10 +22,11 @@ import numpy as np
 
 from factory.errors import FactoryError
 from factory.eval.fidelity import replay_set
-from factory.gen.judges import check_judges, load_judges, with_mean_dynamics
+from factory.gen.judges import check_judges, load_judges, mean_rollout
 from factory.gen.robustness import check_model
 from factory.model import read_config
 from factory.model.files import load_model, model_dir_or_default, model_identity
+from factory.model.registry import world_of
 from factory.model.state_rollout import StateRollout
 from factory.store import EpisodeStore
 
@@ -60,7 +61,8 @@ def run_ensemble(
     model_dir = model_dir_or_default(model)
     if not judges:
         raise FactoryError("give at least one --judge: the ensemble is the model and its judges")
-    check_judges(read_config(model_dir), judges)
+    config = read_config(model_dir)
+    check_judges(config, judges)
     if not Path(data).exists():
         raise FactoryError(f"no episode store at {data}")
     with EpisodeStore.open(data) as store:
@@ -71,7 +73,7 @@ def run_ensemble(
     truth = windows.world_states()
     assert truth is not None  # the store has data/state
     rollout, _ = load_model(model_dir)
-    own = check_model(rollout, "pusht")
+    own = check_model(rollout, world_of(config))
     members = [own, *load_judges(own, judges)]
     actions = windows.actions[:, : max(horizons)]
     a0 = members[0].agent_dim
@@ -79,7 +81,7 @@ def run_ensemble(
         {"member": name, **block_errors(member_paths(m, truth[:, 0], actions), truth, horizons, a0)}
         for name, m in zip(["model", *judges], members, strict=True)
     ]
-    mean_model = with_mean_dynamics(own, judges)
+    mean_model = mean_rollout(own, members[1:])
     mean = block_errors(member_paths(mean_model, truth[:, 0], actions), truth, horizons, a0)
     return {
         "data": str(data),

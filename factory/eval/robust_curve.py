@@ -2,10 +2,11 @@
 ``eval transfer``'s rows, how well it predicts the real outcome.
 
 Every model-successful episode of the store is scored by
-:func:`factory.gen.robustness.robustness` with the model that made it (its ``model_id``
-must match). Given ``factory eval transfer --json``'s output for the same store, the
-result adds, for each keep threshold, how many episodes ``generate --robust-keep`` would
-keep and their real success (real success given model success), and the AUC of
+:func:`factory.gen.robustness.member_robustness` with the model that made it (its
+``model_id`` must match) and any judges, each member's fraction kept beside their mean.
+Given ``factory eval transfer --json``'s output for the same store, the result adds, for
+each keep threshold, how many episodes ``generate --robust-keep`` would keep and their
+real success (real success given model success), and the AUC of
 robustness as a predictor of real success: the same numbers a generation with the rule
 gives on the same seeds, since a state kind's generation is deterministic per seed and the
 rule only drops episodes.

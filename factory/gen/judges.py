@@ -110,9 +110,14 @@ class MeanDynamics(nn.Module):
         return cur + steps.mean(dim=0), torch.stack([logit for _, logit in outs]).mean(dim=0)
 
 
-def with_mean_dynamics(model: StateRollout, judges: Sequence[str | Path]) -> StateRollout:
+def mean_rollout(model: StateRollout, judges: Sequence[StateRollout]) -> StateRollout:
     """A rollout of the model's kind, config and other parts whose dynamics is the
-    :class:`MeanDynamics` of the model's and every judge's (the model left as it was)."""
-    members = [model.dynamics, *(j.dynamics for j in load_judges(model, judges))]
+    :class:`MeanDynamics` of the model's and the loaded judges' (the model left as it was)."""
+    members = [model.dynamics, *(j.dynamics for j in judges)]
     mean = type(model)(model.config, MeanDynamics(members), model.renderer, model.reader)
     return mean.to(model.device)
+
+
+def with_mean_dynamics(model: StateRollout, judges: Sequence[str | Path]) -> StateRollout:
+    """:func:`mean_rollout` of the model and the judges in directories ``judges``."""
+    return mean_rollout(model, load_judges(model, judges))

@@ -212,8 +212,13 @@ def _train_cfg(stage: str, cfg: AllStagesConfig, batch: int | None) -> TrainConf
 
 
 def _stage_train(stage: str, cfg: AllStagesConfig) -> TrainConfig:
-    if cfg.shares.kind in STATE_KINDS:
-        return STATE_KINDS[cfg.shares.kind].STAGE_TRAIN[stage]
+    return stage_train(cfg.shares.kind, stage)
+
+
+def stage_train(kind: str, stage: str) -> TrainConfig:
+    """The default TrainConfig of ``kind``'s stage ``stage``."""
+    if kind in STATE_KINDS:
+        return STATE_KINDS[kind].STAGE_TRAIN[stage]
     return STAGE_TRAIN[stage]
 
 
