@@ -61,19 +61,22 @@ def generate(
         float | None,
         typer.Option(
             help="Keep only successful episodes at least this robust (0 to 1): the fraction "
-            "of --robust-k replays of their actions in the model, with noise on the block, "
-            "that still succeed (needs --only-success and an object_state model)."
+            "of --robust-k replays of their actions in the model, with noise on each moving "
+            "object, that still succeed (needs --only-success and a model of the state)."
         ),
     ] = None,
     robust_k: Annotated[int, typer.Option(help="Robustness: noisy replays each.")] = 16,
     robust_step_px: Annotated[
-        float, typer.Option(help="Robustness: noise std (px) on the moving block per step.")
+        float,
+        typer.Option(
+            help="Robustness: noise std (px) on each moving object (block, disc) per step."
+        ),
     ] = 0.3,
     robust_start_px: Annotated[
-        float, typer.Option(help="Robustness: noise std (px) on the start block position.")
+        float, typer.Option(help="Robustness: noise std (px) on each object's start position.")
     ] = 0.0,
     robust_start_deg: Annotated[
-        float, typer.Option(help="Robustness: noise std (deg) on the start block angle.")
+        float, typer.Option(help="Robustness: noise std (deg) on the start block angle (PushT).")
     ] = 0.0,
     robust_judge: Annotated[
         list[Path] | None,

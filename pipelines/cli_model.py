@@ -245,8 +245,8 @@ def eval_robustness(
         typer.Option(help="`factory eval transfer STORE --json` output: adds the keep curve."),
     ] = None,
     k: Annotated[int, typer.Option(help="Noisy replays per episode.")] = 16,
-    step_px: Annotated[float, typer.Option(help="Noise std (px) on the moving block.")] = 0.3,
-    start_px: Annotated[float, typer.Option(help="Noise std (px) on the start block.")] = 0.0,
+    step_px: Annotated[float, typer.Option(help="Noise std (px) on each moving object.")] = 0.3,
+    start_px: Annotated[float, typer.Option(help="Noise std (px) on each start object.")] = 0.0,
     start_deg: Annotated[float, typer.Option(help="Noise std (deg) on the start angle.")] = 0.0,
     keep: Annotated[float, typer.Option(help="The keep threshold to count.")] = 0.9,
     judge: Annotated[

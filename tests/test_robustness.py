@@ -13,12 +13,14 @@ import torch
 from factories import tiny_world_model
 from torch import Tensor
 
+from factory.envs import pile_geometry as pile_geo
 from factory.envs import pusht_geometry as geo
 from factory.envs.scoring import read_success, scorer_for
 from factory.errors import FactoryError
 from factory.eval.robust_curve import _real_outcomes, curve
 from factory.gen.jobs import GeneratedEpisode
 from factory.gen.robustness import (
+    LAYOUTS,
     RobustConfig,
     RobustnessCheck,
     check_plan,
@@ -127,7 +129,7 @@ def test_each_episode_draws_its_own_noise() -> None:
     ]
     np.testing.assert_allclose(together, alone)
     a, b = episode_noise(cfg, 11, 8), episode_noise(cfg, 12, 8)
-    assert a[1].shape == (16, 8, 2) and not np.allclose(a[1], b[1])
+    assert a[1].shape == (16, 8, 1, 2) and not np.allclose(a[1], b[1])
 
 
 def test_check_leaves_the_engine_rollout_alone() -> None:
@@ -176,8 +178,9 @@ def test_plan_and_model_checks() -> None:
         check_plan("object_state", "pusht", only_success=False)
     with pytest.raises(FactoryError, match="object_state"):
         check_plan("latent_grid", "pusht", only_success=True)
-    with pytest.raises(FactoryError, match="pusht"):
-        check_plan("object_state", "pile", only_success=True)
+    check_plan("object_set", "pile", only_success=True)  # the pile's discs have a layout
+    with pytest.raises(FactoryError, match="pusht, pile"):
+        check_plan("object_state", "rope", only_success=True)
     start, acts = _episode(8.0, 8)
     with pytest.raises(FactoryError, match="perturbed state"):
         robustness(tiny_world_model(), "pusht", start[None], [acts], RobustConfig(k=1))
@@ -206,18 +209,24 @@ def test_transfer_json_is_checked(tmp_path: Path) -> None:
         _real_outcomes(tmp_path / "none.json", tmp_path)
 
 
-def test_the_engine_records_robustness_of_the_shipped_models_successes() -> None:
-    """With the shipped object-state model, the dynamics-only replay of a generated success
-    from its recorded start reproduces it exactly (noise 0: robustness 1), and the
-    engine's episodes carry the value and how it was read."""
+@pytest.mark.parametrize(
+    ("world", "generator", "steps", "seeds"),
+    [("pusht", "expert", 300, (300001, 300002)), ("pile", "pile_expert", 400, (200008,))],
+)
+def test_the_engine_records_robustness_of_the_shipped_models_successes(
+    world: str, generator: str, steps: int, seeds: tuple[int, ...]
+) -> None:
+    """With the shipped model of each world (object_state, object_set), the dynamics-only
+    replay of a generated success from its recorded start reproduces it exactly (noise 0:
+    robustness 1), and the engine's episodes carry the value and how it was read."""
     from factory.gen import GenJob, RolloutEngine
     from factory.generators import make_generator
-    from factory.model.files import load_model
+    from factory.model.files import load_model, shipped_model
 
-    model, ident = load_model(None)
+    model, ident = load_model(shipped_model(world))
     cfg = RobustConfig(k=2, step_px=0.0)
     eng = RolloutEngine(model, make_generator, batch_size=2, model_id=ident, robust=cfg)
-    jobs = [GenJob(s, "expert", {}, 300, stop_on_success=True) for s in (300001, 300002)]
+    jobs = [GenJob(s, generator, {}, steps, stop_on_success=True) for s in seeds]
     stream = eng.run(jobs)
     assert hasattr(stream, "send")  # a generator: Ray's streaming sends into it
     eps = list(stream)
@@ -244,3 +253,47 @@ def test_the_commands_defaults_are_the_configs() -> None:
         assert gen[f"robust_{name}"].default == getattr(want, name)
         assert ev[name].default == getattr(want, name)
     assert ev["keep"].default == want.keep
+
+
+class DiscToGoal(StateRollout):
+    """A pile 'model' of two discs: disc 0 moves ``speed`` px per step towards the goal's
+    centre while the action's x is above 0, disc 1 never moves."""
+
+    kind = "object_set"
+    starts_from_states = True
+
+    def __init__(self, speed: float = 10.0) -> None:
+        cfg = SimpleNamespace(context=1, action_dim=2, image_shape=(32, 32, 3), state_dim=6)
+        super().__init__(cfg, None, None, None)
+        self.speed = speed
+
+    def _context_states(self, frames: object, states: np.ndarray | Tensor | None) -> Tensor:
+        assert states is not None
+        return torch.as_tensor(np.asarray(states), dtype=torch.float32)
+
+    def _dynamics_step(self, prev: Tensor, cur: Tensor, prev_action: Tensor, a: Tensor) -> Tensor:
+        goal = torch.tensor(pile_geo.GOAL_CENTER, dtype=torch.float32)
+        gap = goal - cur[:, 2:4]
+        dist = gap.norm(dim=1, keepdim=True).clamp_min(1e-9)
+        step = gap / dist * torch.minimum(dist, torch.tensor(self.speed))
+        push = (a[:, :1] > 0).float()
+        return torch.cat([a, cur[:, 2:4] + step * push, cur[:, 4:6]], dim=1)
+
+
+def test_pile_noise_goes_on_each_moving_disc_only() -> None:
+    """Disc 1 rests 0.5 px inside the goal's edge and disc 0 is pushed to the centre: noise
+    on the moving disc alone leaves every replay a success, while the same noise on the
+    start of every disc knocks disc 1 out of the goal in about half of them."""
+    cx, cy = pile_geo.GOAL_CENTER
+    edge = cx + pile_geo.GOAL_HALF - 0.5
+    start = np.array([100.0, 100.0, cx - 150.0, cy, edge, cy])
+    acts = np.full((30, 2), 50.0, np.float32)
+    model = DiscToGoal()
+    moving = robustness(model, "pile", start[None], [acts], RobustConfig(k=32, step_px=3.0))
+    assert moving.tolist() == [1.0]
+    shaken = robustness(model, "pile", start[None], [acts], RobustConfig(k=32, start_px=3.0))
+    assert 0.2 < shaken[0] < 0.8
+    short = acts[:5]  # disc 0 is still 100 px out of the goal
+    assert robustness(model, "pile", start[None], [short], RobustConfig(k=4)).tolist() == [0.0]
+    start_noise, steps = episode_noise(RobustConfig(k=4), 7, 30, LAYOUTS["pile"], 2)
+    assert start_noise.shape == (4, 4) and steps.shape == (4, 30, 2, 2)

@@ -4,9 +4,9 @@ An episode generated inside the model ends in success when the model reads it. W
 succeeds in the world too depends on the model's small errors, which a replay of its
 actions in the world adds up. This asks the model alone (no ground truth): each
 successful episode's actions are replayed open loop in the model ``k`` times, by the
-dynamics alone, with Gaussian noise of ``step_px`` (board px, each axis) added to the
-block's position at every step the dynamics moves it (the model errs in contact), and
-optionally from a start pose perturbed by ``start_px`` and ``start_deg``. The episode's
+dynamics alone, with Gaussian noise of ``step_px`` (board px, each axis) added to each
+object's position at every step the dynamics moves it (the model errs in contact), and
+optionally from start poses perturbed by ``start_px`` and ``start_deg``. The episode's
 *robustness* is the fraction of those replays that reach the task's own success reading
 (sticky, within the episode's own length, as generation records success). With judges
 (:mod:`factory.gen.judges`: other dynamics trained like the model's), every replay runs
@@ -17,12 +17,14 @@ under the model's dynamics and each judge's, and the fraction counts them all.
 scores a store's episodes. The defaults (k 16, step 0.3 px, no start noise, keep at 0.9)
 were chosen on exploration seeds 800000.. (docs/RESULTS.md, "G kept by robustness").
 
-It needs a kind that models the state (``starts_from_states``: object_state): a pixel
-kind cannot be started from, or nudged to, a perturbed state. It is built for PushT
-(:data:`WORLDS`).
+It needs a kind that models the state (``starts_from_states``: object_state, object_set):
+a pixel kind cannot be started from, or nudged to, a perturbed state. Each world names its
+objects (:data:`LAYOUTS`): PushT's one block (x, y, angle), the pile's discs (x, y each);
+the noise goes on each object that moves, on its own.
 
 Shapes: ``N`` episodes, ``T_i`` steps of episode ``i``, ``A`` action dim, ``S`` the world
-state (PushT: agent x, y, block x, y, angle).
+state (PushT: agent x, y, block x, y, angle; pile: agent x, y, then every disc's x, y),
+``P`` the world's objects.
 """
 
 from __future__ import annotations
@@ -44,8 +46,9 @@ from factory.model.state_rollout import StateRollout
 @dataclass(frozen=True)
 class RobustConfig:
     """``k`` perturbed replays per episode: ``step_px`` (px, each axis) of Gaussian noise
-    on the block's position at every step that the dynamics moves it, from the start pose
-    plus ``start_px`` (px, each axis) and ``start_deg`` (deg) of noise; ``keep`` is the
+    on each object's position at every step that the dynamics moves it, from the start
+    poses plus ``start_px`` (px, each axis) and ``start_deg`` (deg, objects with an angle)
+    of noise; ``keep`` is the
     robustness a kept episode needs (``generate --robust-keep``); ``seed`` seeds the
     noise; ``batch`` caps the rows replayed at once; ``judges`` are directories of other
     dynamics (:mod:`factory.gen.judges`) that replay every episode too."""
@@ -82,12 +85,27 @@ class RobustConfig:
         }
 
 
-WORLDS = ("pusht",)
-"""Worlds whose noise model is built: PushT's one block (x, y, angle, the state's last
-three entries). The pile's thirty discs would need noise per disc."""
+@dataclass(frozen=True)
+class NoiseLayout:
+    """Where a world's objects sit in its task state (K,): ``per`` columns each, the first
+    two their x, y (px), the third (if ``per`` is 3) their angle (rad)."""
+
+    per: int
+
+    def objects(self, task_dim: int) -> int:
+        """How many objects a task state of ``task_dim`` columns holds."""
+        if task_dim % self.per:
+            raise FactoryError(f"a task state of {task_dim} columns is not whole objects")
+        return task_dim // self.per
 
 
-STATE_KINDS = ("object_state",)
+LAYOUTS = {"pusht": NoiseLayout(per=3), "pile": NoiseLayout(per=2)}
+"""Each world's objects: PushT's one block (x, y, angle), the pile's discs (x, y)."""
+
+WORLDS = tuple(LAYOUTS)
+
+
+STATE_KINDS = ("object_state", "object_set")
 """Model kinds whose rollouts start from, and can be nudged to, a perturbed state."""
 
 
@@ -118,24 +136,26 @@ def check_model(model: RolloutModel | StateRollout, world: str) -> StateRollout:
     if not isinstance(model, StateRollout):
         raise FactoryError(
             f"a {model.kind} model cannot start from a perturbed state; robustness needs "
-            "a kind that models the state (object_state)"
+            f"a kind that models the state ({', '.join(STATE_KINDS)})"
         )
     return model
 
 
-def episode_noise(cfg: RobustConfig, key: int, length: int) -> tuple[np.ndarray, np.ndarray]:
+def episode_noise(
+    cfg: RobustConfig, key: int, length: int, layout: NoiseLayout = LAYOUTS["pusht"], n_obj: int = 1
+) -> tuple[np.ndarray, np.ndarray]:
     """One episode's noise, from its own stream (``cfg.seed``, ``key``: the episode's seed),
-    so its robustness does not depend on what it is batched with: the start's (k, 3)
-    (block x, y px, angle rad) and the steps' (k, length, 2) (block x, y px)."""
+    so its robustness does not depend on what it is batched with: the start's (k, P per)
+    (each object's x, y px, then its angle rad where it has one) and the steps'
+    (k, length, P, 2) (each object's x, y px), for ``n_obj`` objects laid out as
+    ``layout``."""
     rng = np.random.default_rng([cfg.seed, key])
-    start = np.concatenate(
-        [
-            rng.normal(0.0, cfg.start_px, (cfg.k, 2)),
-            rng.normal(0.0, math.radians(cfg.start_deg), (cfg.k, 1)),
-        ],
-        axis=1,
-    )
-    return start, rng.normal(0.0, cfg.step_px, (cfg.k, length, 2))
+    start = np.zeros((cfg.k, n_obj, layout.per))
+    start[:, :, :2] = rng.normal(0.0, cfg.start_px, (cfg.k, n_obj, 2))
+    if layout.per > 2:
+        start[:, :, 2] = rng.normal(0.0, math.radians(cfg.start_deg), (cfg.k, n_obj))
+    steps = rng.normal(0.0, cfg.step_px, (cfg.k, length, n_obj, 2))
+    return start.reshape(cfg.k, -1), steps
 
 
 def _padded(actions: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -161,19 +181,23 @@ def replay_success(
     """Open-loop replays in the model from ``starts`` (B, S) of ``actions`` (B, T, A), by
     the dynamics alone (``advance``: nothing rendered): (B,) bool, whether ``world``'s
     success reading held at any step before each row's length (B,). ``step_noise``
-    (B, T, 2) is added to the block's position at each step that moves it."""
+    (B, T, P, 2) is added to each object's x, y at each step that moves it."""
     model.start(None, None, states=starts[:, None].astype(np.float32))
     done = np.zeros(len(starts), bool)
-    a0 = model.agent_dim
+    a0, per = model.agent_dim, LAYOUTS[world].per
     prev = starts.astype(np.float32)
     for t in range(actions.shape[1]):
         nxt = model.advance(actions[:, t]).cpu().numpy()
         if step_noise is not None:
-            delta = np.zeros_like(nxt)
-            moved = np.any(nxt[:, a0:] != prev[:, a0:], axis=1)
-            delta[moved, a0 : a0 + 2] = step_noise[moved, t]
-            model.nudge(delta)
-            nxt = nxt + delta
+            objs = (nxt[:, a0:] - prev[:, a0:]).reshape(len(nxt), -1, per)
+            moved = np.any(objs != 0, axis=2)  # (B, P)
+            delta = np.zeros(objs.shape, np.float32)
+            delta[:, :, :2] = step_noise[:, t] * moved[:, :, None]
+            delta_s = np.concatenate(
+                [np.zeros((len(nxt), a0), np.float32), delta.reshape(len(nxt), -1)], 1
+            )
+            model.nudge(delta_s)
+            nxt = nxt + delta_s
         prev = nxt
         live = ~done & (t < lengths)
         if live.any():
@@ -216,10 +240,12 @@ def member_robustness(
     acts, lengths = _padded(actions)
     n, k, t_max = len(starts), cfg.k, acts.shape[1]
     rows = np.repeat(np.asarray(starts, np.float64), k, axis=0)
-    noise = np.zeros((n * k, t_max, 2))
+    layout, task_dim = LAYOUTS[world], rows.shape[1] - members[0].agent_dim
+    n_obj = layout.objects(task_dim)
+    noise = np.zeros((n * k, t_max, n_obj, 2), np.float32)
     for i, key in enumerate(keys):
-        start, steps = episode_noise(cfg, int(key), int(lengths[i]))
-        rows[i * k : (i + 1) * k, -3:] += start  # the block: x, y, angle
+        start, steps = episode_noise(cfg, int(key), int(lengths[i]), layout, n_obj)
+        rows[i * k : (i + 1) * k, -task_dim:] += start  # every object's pose
         noise[i * k : (i + 1) * k, : lengths[i]] = steps
     acts, lengths = np.repeat(acts, k, axis=0), np.repeat(lengths, k)
     hits = np.zeros((len(members), n * k), bool)
