@@ -86,12 +86,12 @@ def measure(
     """Replay every demo that reached its stop ``replays`` times per sigma."""
     rng = np.random.default_rng(seed)
     done = [d for d in demos if d["reached"]]
+    # the real end each perturbed replay is compared with: the unperturbed replay's
+    ends = [replay(d["agent"], d["discs"], d["actions"])[1] for d in done]
     out: dict[str, Any] = {}
     for sigma in sigmas:
         wins, errs = [], []
-        for d in done:
-            # the same real end for every sigma: the unperturbed replay's
-            _, end = replay(d["agent"], d["discs"], d["actions"])
+        for d, end in zip(done, ends, strict=True):
             for _ in range(1 if sigma == 0 else replays):
                 start = d["discs"] + rng.normal(0.0, sigma, d["discs"].shape)
                 ok, final = replay(d["agent"], start, d["actions"])
@@ -121,6 +121,8 @@ def main() -> None:
         help="a pile_expert knob, as `factory generate --param` (repeatable)",
     )
     args = ap.parse_args()
+    if bad := [item for item in args.param if "=" not in item]:
+        ap.error(f"--param takes KEY=VALUE, got {bad[0]!r}")
     params = dict(item.split("=", 1) for item in args.param)
     lo, hi = (int(v) for v in args.seeds.split(":"))
     sigmas = [float(s) for s in args.sigmas.split(",")]

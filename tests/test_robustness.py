@@ -35,30 +35,29 @@ GOAL = geo.GOAL
 
 
 class TowardGoal(StateRollout):
-    """A state 'model' whose block moves ``speed`` px per step straight at the goal's
-    position while the action's x is above 0 (the agent pushes), and stands still
-    otherwise: a known dynamics to replay in."""
+    """A state 'model' whose first object (the block: the state's columns 2:4) moves
+    ``speed`` px per step straight at ``goal`` (x, y) while the action's x is above 0 (the
+    agent pushes), and stands still otherwise; the rest of the state never moves: a known
+    dynamics to replay in."""
 
     kind = "object_state"
     starts_from_states = True
 
-    def __init__(self, speed: float = 1.0) -> None:
-        cfg = SimpleNamespace(context=1, action_dim=2, image_shape=(32, 32, 3), state_dim=5)
+    def __init__(self, speed: float = 1.0, goal: np.ndarray = GOAL[:2], state_dim: int = 5) -> None:
+        cfg = SimpleNamespace(context=1, action_dim=2, image_shape=(32, 32, 3), state_dim=state_dim)
         super().__init__(cfg, None, None, None)
-        self.speed = speed
+        self.speed, self.goal = speed, torch.tensor(goal, dtype=torch.float32)
 
     def _context_states(self, frames: object, states: np.ndarray | Tensor | None) -> Tensor:
         assert states is not None
         return torch.as_tensor(np.asarray(states), dtype=torch.float32)
 
     def _dynamics_step(self, prev: Tensor, cur: Tensor, prev_action: Tensor, a: Tensor) -> Tensor:
-        goal = torch.tensor(GOAL[:2], dtype=torch.float32)
-        gap = goal - cur[:, 2:4]
+        gap = self.goal - cur[:, 2:4]
         dist = gap.norm(dim=1, keepdim=True).clamp_min(1e-9)
         step = gap / dist * torch.minimum(dist, torch.tensor(self.speed))
         push = (a[:, :1] > 0).float()
-        block = torch.cat([cur[:, 2:4] + step * push, cur[:, 4:]], dim=1)
-        return torch.cat([a, block], dim=1)
+        return torch.cat([a, cur[:, 2:4] + step * push, cur[:, 4:]], dim=1)
 
 
 def _episode(offset: float, steps: int) -> tuple[np.ndarray, np.ndarray]:
@@ -255,29 +254,14 @@ def test_the_commands_defaults_are_the_configs() -> None:
     assert ev["keep"].default == want.keep
 
 
-class DiscToGoal(StateRollout):
+class DiscToGoal(TowardGoal):
     """A pile 'model' of two discs: disc 0 moves ``speed`` px per step towards the goal's
     centre while the action's x is above 0, disc 1 never moves."""
 
     kind = "object_set"
-    starts_from_states = True
 
     def __init__(self, speed: float = 10.0) -> None:
-        cfg = SimpleNamespace(context=1, action_dim=2, image_shape=(32, 32, 3), state_dim=6)
-        super().__init__(cfg, None, None, None)
-        self.speed = speed
-
-    def _context_states(self, frames: object, states: np.ndarray | Tensor | None) -> Tensor:
-        assert states is not None
-        return torch.as_tensor(np.asarray(states), dtype=torch.float32)
-
-    def _dynamics_step(self, prev: Tensor, cur: Tensor, prev_action: Tensor, a: Tensor) -> Tensor:
-        goal = torch.tensor(pile_geo.GOAL_CENTER, dtype=torch.float32)
-        gap = goal - cur[:, 2:4]
-        dist = gap.norm(dim=1, keepdim=True).clamp_min(1e-9)
-        step = gap / dist * torch.minimum(dist, torch.tensor(self.speed))
-        push = (a[:, :1] > 0).float()
-        return torch.cat([a, cur[:, 2:4] + step * push, cur[:, 4:6]], dim=1)
+        super().__init__(speed, pile_geo.GOAL_CENTER, state_dim=6)
 
 
 def test_pile_noise_goes_on_each_moving_disc_only() -> None:
