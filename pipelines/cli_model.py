@@ -54,7 +54,12 @@ def train(
     ] = None,
     set_: Annotated[
         list[str] | None,
-        typer.Option("--set", help="dynamics: SECTION.FIELD=VALUE override (repeatable)."),
+        typer.Option(
+            "--set",
+            help="SECTION.FIELD=VALUE override (repeatable): latent_grid's dynamics stage "
+            "(dynamics, consistency, options, train), or a fresh state-kind model's parts "
+            "(e.g. renderer.supersample=3).",
+        ),
     ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the metrics as JSON.")] = False,
     eval_data: Annotated[

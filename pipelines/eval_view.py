@@ -72,6 +72,11 @@ def render_pile_fidelity(result: dict[str, Any], console: Console) -> None:
         f"{result['kind']} model {result['model']} on pile store {result['data']} "
         f"({result['episodes']} episodes): {result['recon_of']} PSNR "
         f"{result['recon_psnr']:.2f} dB, disc IoU {_num(result['recon_disc_iou'])}"
+        + (
+            f" (side {_num(result['recon_disc_iou_side'])})"
+            if "recon_disc_iou_side" in result
+            else ""
+        )
     )
     for key in ("horizons", "horizons_read_start"):
         if key not in result:

@@ -28,6 +28,7 @@ from factory.device import resolve_device
 from factory.errors import FactoryError, ModelError
 from factory.model import load_part, read_config
 from factory.model.config import MAIN_CAMERA, WorldModelConfig
+from factory.model.config_io import with_overrides
 from factory.model.registry import get_kind
 from factory.train import Budget, EpisodeData
 from factory.train import object_set as object_set_stages
@@ -58,8 +59,9 @@ class TrainRequest:
     recipe: str | None = None
     overrides: tuple[str, ...] = ()
     kind: str | None = None
-    """Model kind; None: the directory's, else for the renderer/reader stages object_set
-    on a disc-set store (pile) and object_state otherwise, else latent_grid."""
+    """Model kind; None: the directory's, else object_set for its stages (renderer,
+    dynamics, reader) on a disc-set store (pile), object_state for the renderer and
+    reader stages on any other store, else latent_grid."""
     camera: str | None = None
     """latent_grid: the store camera to train on; None: the directory's, else the main one
     (``top``; ``side``: ``data/image_side``)."""
@@ -75,10 +77,10 @@ class TrainRequest:
             return get_kind(self.kind).name
         if (self.out / "config.json").exists():
             return str(read_config(self.out).kind)
+        sets = self.data.exists() and object_set_stages.store_env(self.data) in SET_WORLDS
         if self.stage in ("renderer", "reader"):
-            sets = self.data.exists() and object_set_stages.store_env(self.data) in SET_WORLDS
             return "object_set" if sets else "object_state"
-        return "latent_grid"
+        return "object_set" if sets and self.stage == "dynamics" else "latent_grid"
 
 
 LATENT_GRID_STAGES = ("autoencoder", "dynamics", "heads", "decoder", "probe")
@@ -179,19 +181,44 @@ def _seeded(req: TrainRequest, kind: str, tc: TrainConfig | None) -> TrainConfig
     return tc
 
 
+def check_train_options(req: TrainRequest, kind: str) -> None:
+    """Refuse ``--recipe`` / ``--set`` where they do not apply, before any data is
+    loaded: the recipes and the latent_grid ``--set`` sections are its dynamics stage's;
+    a state kind's ``--set`` changes a fresh model's config (its parts' sections)."""
+    if kind in STATE_KINDS:
+        if req.recipe:
+            raise FactoryError("--recipe applies to the latent_grid dynamics stage only")
+        check_kind_overrides(kind, req.overrides, (req.out / "config.json").exists())
+        return
+    if (req.recipe or req.overrides) and req.stage != "dynamics":
+        raise FactoryError("--recipe and --set apply to the latent_grid dynamics stage only")
+    if req.recipe or req.overrides:
+        try:
+            check_recipe(req.recipe, req.overrides)
+        except ValueError as err:
+            raise FactoryError(str(err)) from err
+
+
+def check_kind_overrides(kind: str, overrides: tuple[str, ...], existing: bool) -> None:
+    """Refuse a state kind's ``--set`` that does not apply to its default config, or any
+    ``--set`` for a directory that already holds a config (its parts were made by it)."""
+    if not overrides:
+        return
+    if existing:
+        raise FactoryError("--set configures a fresh model; this directory already has one")
+    try:
+        with_overrides(get_kind(kind).default_config(), overrides)
+    except (ValueError, TypeError) as err:
+        raise FactoryError(str(err)) from err
+
+
 def run_train(req: TrainRequest, on_progress: ProgressFn | None = None) -> dict[str, float]:
     """Validate the request, load the data and run the stage; returns its metrics."""
     kind = req.resolved_kind()
     stages = STATE_KINDS[kind].STAGES if kind in STATE_KINDS else LATENT_GRID_STAGES
     if req.stage not in stages:
         raise FactoryError(f"unknown {kind} stage {req.stage!r}; valid: {', '.join(stages)}")
-    if (req.recipe or req.overrides) and (kind != "latent_grid" or req.stage != "dynamics"):
-        raise FactoryError("--recipe and --set apply to the latent_grid dynamics stage only")
-    if req.recipe or req.overrides:
-        try:  # check them before loading any data
-            check_recipe(req.recipe, req.overrides)
-        except ValueError as err:
-            raise FactoryError(str(err)) from err
+    check_train_options(req, kind)
     check_loop_options(req)
     budget = budget_for(req)
     device = resolve_device(req.device)
@@ -203,6 +230,8 @@ def run_train(req: TrainRequest, on_progress: ProgressFn | None = None) -> dict[
     camera = camera_for(req, kind)
     data = load_episode_data(req.data, need_task_state=need_task, camera=camera)
     config = _config_for_kind(req, data, kind)
+    if kind in STATE_KINDS and req.overrides:
+        config = with_overrides(config, req.overrides)  # checked above
     if isinstance(config, WorldModelConfig):
         config = dataclasses.replace(config, camera=camera)
     _check_weights(req, config)

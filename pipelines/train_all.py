@@ -24,6 +24,7 @@ from factory.device import resolve_device
 from factory.errors import FactoryError
 from factory.model import read_config
 from factory.model.config import MAIN_CAMERA
+from factory.model.config_io import with_overrides
 from factory.model.object_set.config import ObjectSetConfig
 from factory.model.object_state.config import ObjectStateConfig
 from factory.model.pack import pack_model
@@ -45,7 +46,7 @@ from factory.train.dynamics import DYNAMICS_TRAIN, DynamicsTrainOptions
 from factory.train.loop import Budget
 from factory.train.model_config import check_fits, default_config, task_head_overrides
 from factory.train.recipes import DEFAULT_RECIPE, apply_recipe, check_recipe
-from pipelines.train import check_camera_kind
+from pipelines.train import check_camera_kind, check_kind_overrides
 
 log = logging.getLogger(__name__)
 
@@ -141,8 +142,9 @@ def validate(req: TrainAllRequest) -> tuple[Budget, str]:
             )
         if kind == "object_set":
             object_set_stages.check_set_store(req.data)
-        if req.overrides or req.recipe not in (None, DEFAULT_RECIPE):
-            raise FactoryError("--recipe and --set configure the latent_grid dynamics only")
+        if req.recipe not in (None, DEFAULT_RECIPE):
+            raise FactoryError("--recipe configures the latent_grid dynamics only")
+        check_kind_overrides(kind, req.overrides, req.resume)
         return budget, device
     try:
         check_recipe(req.recipe, req.overrides)
@@ -222,6 +224,8 @@ def run_train_all(req: TrainAllRequest, on_progress: AllProgressFn | None = None
         config: Any = (
             _object_state_config(req, data) if kind == "object_state" else _set_config(req, data)
         )
+        if req.overrides and not req.resume:
+            config = with_overrides(config, req.overrides)  # checked in validate
         result = run_all_stages(
             data, req.out, config, budget, device, req.config, req.resume, on_progress
         )
@@ -313,13 +317,14 @@ def evaluate(req: TrainAllRequest, model_dir: Path, device: str) -> dict[str, An
     return fid
 
 
+RECON_HEADLINES = ("recon_psnr", "recon_iou", "recon_disc_iou", "recon_disc_iou_side")
 PILE_HEADLINES = ("disc_iou_top", "disc_iou_side", "disc_err_px", "swept_err", "count_gap")
 
 
 def headlines(fid: dict[str, Any]) -> dict[str, Any]:
     """The fidelity numbers worth a glance: the reconstruction's, PSNR/IoU per horizon,
     and whether the long rollout stayed sane."""
-    out: dict[str, Any] = {k: fid[k] for k in ("recon_psnr", "recon_iou") if k in fid}
+    out: dict[str, Any] = {k: fid[k] for k in RECON_HEADLINES if k in fid}
     for h, row in fid.get("horizons", {}).items():
         for key in ("psnr", "iou", "copy_psnr", "copy_iou", "block_err_px", *PILE_HEADLINES):
             if key in row:

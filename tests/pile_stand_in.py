@@ -191,6 +191,11 @@ class PileStandIn:
         assert states is not None, "the stand-in renders the true state"
         return np.stack([render_views(s, self.resolution)["top"] for s in states])
 
+    def render_views(self, states: np.ndarray) -> dict[str, np.ndarray]:
+        """Every camera's frames (B, R, R, 3) of the true states (B, 2 + D)."""
+        views = [render_views(s, self.resolution) for s in np.asarray(states)]
+        return {c: np.stack([v[c] for v in views]) for c in self.cameras}
+
     def close(self) -> None:
         for w in self._rows:
             w.close()

@@ -51,6 +51,7 @@ def test_store_config_and_refusals(pile_store: Path, tmp_path: Path) -> None:
     cfg = store_set_config(pile_store, load_episode_data(pile_store))
     assert (cfg.n_discs, cfg.cameras, cfg.world, cfg.image_shape) == (
         30, ("top", "side"), "pile", (STORE_SIZE, STORE_SIZE, 3))  # fmt: skip
+    assert (cfg.renderer.layers, cfg.renderer.supersample) == (2, 3)
     pusht = tmp_path / "pusht.zarr"
     _ok(["collect", "--out", str(pusht), "--episodes", "1", "--steps", "5",
          "--resolution", str(SIZE)])  # fmt: skip
@@ -204,6 +205,29 @@ def test_train_one_stage_picks_object_set_for_a_pile_store(
     _ok(["train", "dynamics", *base])  # the directory's kind from here on
     assert read_config(out).kind == "object_set" and "dynamics" in read_config(out).parts
     assert_one_line_error(runner.invoke(app, ["train", "heads", *base]), "object_set", "valid")
+
+
+def test_set_configures_a_fresh_object_set_model(pile_store: Path, tmp_path: Path) -> None:
+    out = tmp_path / "layered"
+    base = ["--data", str(pile_store), "--out", str(out), "--steps", "1", "--device", "cpu"]
+    bad = runner.invoke(app, ["train", "renderer", *base, "--set", "renderer.layers=0"])
+    assert_one_line_error(bad, "renderer.layers")
+    assert not out.exists()
+    _ok(["train", "renderer", *base, "--set", "renderer.layers=2",
+         "--set", "renderer.supersample=2"])  # fmt: skip
+    cfg = read_config(out)
+    assert (cfg.renderer.layers, cfg.renderer.supersample) == (2, 2)
+    model = load_model_dir(out, parts=("renderer",))
+    assert model.renderer.render_uint8(torch.zeros(1, 62))["side"].shape == (
+        1, STORE_SIZE, STORE_SIZE, 3)  # fmt: skip
+    again = runner.invoke(app, ["train", "dynamics", *base, "--set", "renderer.layers=3"])
+    assert_one_line_error(again, "fresh")
+    assert read_config(out).renderer.layers == 2
+    dyn = tmp_path / "dynamics_first"  # a pile store's dynamics stage is object_set's too
+    _ok(["train", "dynamics", *base[:2], "--out", str(dyn), *base[4:],
+         "--set", "dynamics.message_steps=3"])  # fmt: skip
+    assert read_config(dyn).kind == "object_set"
+    assert read_config(dyn).dynamics.message_steps == 3
 
 
 def test_generate_pile_expert_writes_both_cameras(ray_session: Any, tmp_path: Path) -> None:

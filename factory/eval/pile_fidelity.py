@@ -181,7 +181,9 @@ def _side_row(at: AtHorizon) -> Row:
 
 def pile_reconstruction(model: RolloutModel, plan: ReplayPlan) -> dict[str, Any]:
     """PSNR, disc-mask and agent-mask IoU of the model's own re-rendering (top camera) of
-    every frame of every replayed window (``recon_of`` names how it re-renders)."""
+    every frame of every replayed window (``recon_of`` names how it re-renders), and the
+    side camera's disc-mask IoU at the true states where the model renders it from a
+    state (``recon_disc_iou_side``)."""
     groups = list(plan.groups.values())
     frames = np.concatenate([rs.frames.reshape(-1, *rs.frames.shape[2:]) for rs in groups])
     states = [rs.world_states() for rs in groups]
@@ -194,12 +196,34 @@ def pile_reconstruction(model: RolloutModel, plan: ReplayPlan) -> dict[str, Any]
             for i in range(0, len(frames), 64)
         ]
     )
-    return {
+    out: dict[str, Any] = {
         "recon_of": model.reconstructs,
         "recon_psnr": m.psnr(recon, frames),
         "recon_disc_iou": _mean(pm.disc_iou(recon, frames, "top")),
         "recon_agent_iou": _mean(pm.mask_iou(m.agent_mask(recon), m.agent_mask(frames))),
     }
+    side = _side_reconstruction(model, groups, flat)
+    if side is not None:
+        out["recon_disc_iou_side"] = side
+    return out
+
+
+def _side_reconstruction(
+    model: RolloutModel, groups: list[ReplaySet], flat: np.ndarray | None
+) -> float | None:
+    """The side camera's disc-mask IoU of a state kind's renderer at the true states
+    ``flat`` (N, S) of every frame of ``groups`` (None: no states, no side camera in the
+    store, or a model that does not render the side camera from a state)."""
+    render_views = getattr(model, "render_views", None)
+    if flat is None or render_views is None or "side" not in getattr(model, "cameras", ()):
+        return None
+    if not all("side" in rs.views for rs in groups):
+        return None
+    real = np.concatenate(
+        [rs.views["side"].reshape(-1, *rs.views["side"].shape[2:]) for rs in groups]
+    )
+    gen = np.concatenate([render_views(flat[i : i + 64])["side"] for i in range(0, len(flat), 64)])
+    return _mean(pm.disc_iou(gen, real, "side"))
 
 
 def pile_reader_metrics(

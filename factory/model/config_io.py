@@ -51,6 +51,34 @@ class KindConfig:
         return cls(**kwargs)
 
 
+def with_overrides[C: KindConfig](config: C, overrides: tuple[str, ...]) -> C:
+    """``config`` with each ``SECTION.FIELD=VALUE`` of ``overrides`` applied (SECTION one
+    of the kind's ``SECTIONS``; VALUE is JSON, else a string; a list becomes a tuple).
+    ``ValueError`` names an unknown section or field, or a value its dataclass refuses."""
+    changes: dict[str, dict[str, Any]] = {}
+    for text in overrides:
+        key, sep, raw = text.partition("=")
+        name, dot, field = key.strip().partition(".")
+        if not sep or not dot or name not in config.SECTIONS or not field:
+            raise ValueError(
+                f"--set {text!r}: expected SECTION.FIELD=VALUE with SECTION one of "
+                f"{', '.join(config.SECTIONS)}"
+            )
+        try:
+            value: Any = json.loads(raw)
+        except json.JSONDecodeError:
+            value = raw
+        changes.setdefault(name, {})[field] = tuple(value) if isinstance(value, list) else value
+    out: Any = config
+    for name, fields in changes.items():
+        part = getattr(out, name)
+        unknown = sorted(set(fields) - {f.name for f in dataclasses.fields(part)})
+        if unknown:
+            raise ValueError(f"unknown {name} field(s): {', '.join(unknown)}")
+        out = dataclasses.replace(out, **{name: dataclasses.replace(part, **fields)})
+    return out
+
+
 def section[T](cls: type[T], data: dict[str, Any]) -> T:
     """A section dataclass from its dict (lists back to tuples); unknown keys raise."""
     names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]

@@ -110,6 +110,12 @@ def check_set_store(path: Path) -> None:
         )
 
 
+FRESH_RENDERER = {"layers": 2, "supersample": 3}
+"""A fresh model's renderer (the config's defaults, 1 and 1, are the version-1 renderer
+that older model directories hold): two sprite layers, a puck's bottom and top, so a side
+camera's puck leans with its perspective, composited at 3 x the resolution and box-filtered
+(docs/MODEL_CARD_pile.md has the ablation)."""
+
 SET_WORLDS = ("pile",)
 """Worlds whose stores train the ``object_set`` kind by default (a set of discs)."""
 
@@ -123,8 +129,8 @@ def store_env(path: Path) -> str | None:
 
 def store_set_config(path: Path, data: EpisodeData) -> ObjectSetConfig:
     """A fresh config for a store: its frame size, disc count (task state / 2), world
-    (``env``) and cameras (the main one, then every ``image_<cam>`` the store holds, in
-    its ``cameras`` order)."""
+    (``env``), :data:`FRESH_RENDERER` and cameras (the main one, then every
+    ``image_<cam>`` the store holds, in its ``cameras`` order)."""
     with EpisodeStore.open(path, mode="r") as store:
         attrs, keys = store.attrs, store.schema.keys
     named = [str(c) for c in attrs.get("cameras", [])]
@@ -135,7 +141,9 @@ def store_set_config(path: Path, data: EpisodeData) -> ObjectSetConfig:
     size = data.image_shape[:2]
     return dataclasses.replace(
         base,
-        renderer=dataclasses.replace(base.renderer, image_size=size, cameras=cameras),
+        renderer=dataclasses.replace(
+            base.renderer, image_size=size, cameras=cameras, **FRESH_RENDERER
+        ),
         reader=dataclasses.replace(base.reader, image_size=size),
         n_discs=data.task_state.shape[1] // 2,
         world=str(attrs.get("env", base.world)),

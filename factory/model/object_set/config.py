@@ -61,7 +61,18 @@ class SetRendererConfig:
     (8 parameters, moved in steps of ``homography_step`` per unit of its raw parameters)
     and RGBA sprites of a disc and of the agent in board-plane coordinates around each
     object's centre, covering ``[-extent, extent]^2`` at ``texels_per_unit``.
-    ``binary_weight`` pulls every texel's opacity to 0 or 1."""
+    ``binary_weight`` pulls every texel's opacity to 0 or 1.
+
+    ``supersample``: each output pixel averages ``supersample``^2 samples of the scene
+    (composited at that many times the resolution, then box-filtered), so a pixel whose
+    footprint on the board is wider than a sprite texel (the side camera's far rows) gets
+    the object's coverage, not one point of it. ``layers``: each sprite is a stack of that
+    many RGBA layers at evenly spaced heights above the board plane, the top one nearest
+    the camera; every camera learns how a unit of height moves its image (its projection's
+    third column, ``lift``), so a puck's top can lean the way the camera's perspective
+    says at each place on the board. ``layers`` 1 is a flat sprite on the plane.
+    ``supersample`` 1 and ``layers`` 1 are the version-1 renderer (``models/pile`` before
+    2026-12-04)."""
 
     image_size: tuple[int, int] = (96, 96)
     board: float = 512.0
@@ -71,6 +82,16 @@ class SetRendererConfig:
     texels_per_unit: float = 0.5
     binary_weight: float = 0.1
     homography_step: float = 0.01
+    supersample: int = 1
+    layers: int = 1
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.supersample, int) and self.supersample >= 1):
+            raise ValueError(
+                f"renderer.supersample must be an integer >= 1, got {self.supersample!r}"
+            )
+        if not (isinstance(self.layers, int) and self.layers >= 1):
+            raise ValueError(f"renderer.layers must be an integer >= 1, got {self.layers!r}")
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ import math
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from factory.model.object_set.composite import composite
@@ -40,13 +41,45 @@ class CameraRenderer(nn.Module):
         self.h_raw = nn.Parameter(torch.zeros(8))
         self.h_base: Tensor
         self.register_buffer("h_base", torch.eye(3))  # saved: the fitted start
-        self.disc = Sprite(cfg.disc_extent, cfg.texels_per_unit)
+        self.disc = Sprite(cfg.disc_extent, cfg.texels_per_unit)  # the bottom layer
         self.agent = Sprite(cfg.agent_extent, cfg.texels_per_unit)
+        upper = cfg.layers - 1
+        self.disc_upper = nn.ModuleList(
+            [Sprite(cfg.disc_extent, cfg.texels_per_unit) for _ in range(upper)]
+        )
+        self.agent_upper = nn.ModuleList(
+            [Sprite(cfg.agent_extent, cfg.texels_per_unit) for _ in range(upper)]
+        )
+        if upper:
+            self.lift_raw = nn.Parameter(torch.zeros(3))
 
     def homography(self) -> Tensor:
         """(3, 3) pixel -> board homography in unit coordinates."""
         delta = torch.cat([self.h_raw, self.h_raw.new_zeros(1)]) * self.cfg.homography_step
         return self.h_base + delta.reshape(3, 3)
+
+    def plane(self, height: float) -> Tensor:
+        """(3, 3) pixel -> plane homography of the plane ``height`` layer steps above the
+        board (0: the board itself): the board's plane -> pixel map with ``height`` times
+        the learned ``lift`` (the projection's third column) added to its last column."""
+        g = self.homography()
+        if height == 0.0:
+            return g
+        lift = self.lift_raw * self.cfg.homography_step
+        zero = lift.new_zeros(3)
+        to_pixel = torch.linalg.inv(g) + height * torch.stack([zero, zero, lift], dim=1)
+        return torch.linalg.inv(to_pixel)
+
+    def sprites(self, which: str) -> list[tuple[float, Sprite]]:
+        """(height, sprite) of every layer of the ``disc`` or ``agent`` sprite, bottom
+        first; the heights are 0 .. 1 evenly (0 alone for a flat sprite)."""
+        if which == "disc":
+            bottom, upper = self.disc, self.disc_upper
+        else:
+            bottom, upper = self.agent, self.agent_upper
+        layers = [bottom, *(s for s in upper if isinstance(s, Sprite))]
+        top = max(len(layers) - 1, 1)
+        return [(k / top, sprite) for k, sprite in enumerate(layers)]
 
     @torch.no_grad()
     def set_homography(self, g: np.ndarray | Tensor) -> None:
@@ -62,34 +95,48 @@ class CameraRenderer(nn.Module):
 
     def forward(self, state: Tensor) -> Tensor:
         b = state.shape[0]
-        g = self.homography()
         discs = state[:, 2:].unflatten(1, (-1, 2))  # (B, N, 2)
-        n = discs.shape[1]
+        n, layers, ss = discs.shape[1], self.cfg.layers, self.cfg.supersample
         # nearness: each object's rank from the camera (0: the nearest), the agent first
-        # among equals (drawn over discs at its depth)
+        # among equals (drawn over discs at its depth); within an object its top layer is
+        # nearest (a camera looking down sees a puck's top over its sides)
         depth = self.depths(state).detach()
         order = torch.argsort(torch.cat([depth[:, n:], depth[:, :n]], 1), dim=1, stable=True)
         rank = torch.empty_like(order).scatter_(
             1, order, torch.arange(n + 1, device=state.device).expand(b, -1).contiguous()
         )  # (B, 1 + N): the agent, then the discs
-        entries = [
-            self._patches(self.disc, discs, g, rank[:, 1:]),
-            self._patches(self.agent, state[:, None, :2], g, rank[:, :1]),
-        ]
+        entries = []
+        for which, centres, obj_rank in (
+            ("disc", discs, rank[:, 1:]),
+            ("agent", state[:, None, :2], rank[:, :1]),
+        ):
+            for k, (height, sprite) in enumerate(self.sprites(which)):
+                near = obj_rank * layers + (layers - 1 - k)
+                entries.append(self._patches(sprite, centres, self.plane(height), near))
         pixel, near, rgb, alpha = (torch.cat(parts) for parts in zip(*entries, strict=True))
-        return composite(self.background, b, pixel, near, rgb, alpha).clamp(0.0, 1.0)
+        background: Tensor = self.background
+        if ss > 1:
+            background = background.repeat_interleave(ss, 1).repeat_interleave(ss, 2)
+        frames = composite(background, b, pixel, near, rgb, alpha)
+        if ss > 1:
+            frames = F.avg_pool2d(frames, ss)
+        return frames.clamp(0.0, 1.0)
 
     def _patches(
         self, sprite: Sprite, centres: Tensor, g: Tensor, rank: Tensor
     ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         """The entries of each object's patch at centres (B, M, 2) board px: its sprite
         sampled in a square of pixels around its image position (the sprite's largest
-        footprint anywhere on the board). Returns, for the E entries inside the frame,
-        the flat pixel (E,), the object's ``rank`` (B, M) (E,), rgb (E, 3), alpha (E,)."""
-        h, w = self.cfg.image_size
+        footprint anywhere on the board), on the plane whose pixel -> plane homography is
+        ``g``, at the composited resolution (``supersample`` times the frame's). Returns,
+        for the E entries inside the frame, the flat pixel (E,), the object's ``rank``
+        (B, M) (E,), rgb (E, 3), alpha (E,)."""
+        h, w = (d * self.cfg.supersample for d in self.cfg.image_size)
         half = self.cfg.board / 2
         with torch.no_grad():
-            size = self._patch_size(sprite.extent, g)
+            # without gradients, only the texels that can show matter (a smaller patch)
+            extent = sprite.extent if torch.is_grad_enabled() else _reach(sprite)
+            size = self._patch_size(extent, g)
             pix, _ = apply(torch.linalg.inv(g), centres / half - 1)  # unit coordinates
             corner = ((pix + 1) / 2 * torch.tensor([w, h], device=g.device) - size / 2).round()
             steps = torch.arange(size, device=g.device)
@@ -108,8 +155,9 @@ class CameraRenderer(nn.Module):
 
     def _patch_size(self, extent: float, g: Tensor) -> int:
         """Pixels (P) a square patch needs to hold a sprite of ``extent`` anywhere on the
-        board: its largest projected width or height at the board's corners, plus 2."""
-        h, w = self.cfg.image_size
+        board: its largest projected width or height at the board's corners, plus 2 (at
+        the composited resolution)."""
+        h, w = (d * self.cfg.supersample for d in self.cfg.image_size)
         half, board = self.cfg.board / 2, self.cfg.board
         corners = torch.tensor([[0.0, 0.0], [board, 0.0], [0.0, board], [board, board]])
         signs = torch.tensor([[-1.0, -1.0], [1.0, -1.0], [-1.0, 1.0], [1.0, 1.0]])
@@ -120,7 +168,7 @@ class CameraRenderer(nn.Module):
 
     def binary(self) -> Tensor:
         """The opacity prior: mean alpha (1 - alpha) over both sprites' texels."""
-        alphas = [torch.sigmoid(s.alpha) for s in (self.disc, self.agent)]
+        alphas = [torch.sigmoid(s.alpha) for w in ("disc", "agent") for _, s in self.sprites(w)]
         return torch.stack([(a * (1 - a)).mean() for a in alphas]).sum()
 
 
@@ -162,6 +210,19 @@ class SetRenderer(nn.Module):
             loss = loss + mse + self.cfg.binary_weight * ramp * cam.binary()
             logs[f"psnr_{name}"] = -10 * torch.log10(mse.detach())
         return loss, logs
+
+
+def _reach(sprite: Sprite, threshold: float = 1e-3) -> float:
+    """Half-width (board px) of the centred square that holds every texel of ``sprite``
+    more opaque than ``threshold``, plus one texel (bilinear sampling reaches it): past
+    it the sprite changes no pixel by more than ``threshold`` of its colour."""
+    alpha = torch.sigmoid(sprite.alpha[0])  # (S, S)
+    n = alpha.shape[-1]
+    seen = (alpha > threshold).nonzero()
+    if len(seen) == 0:
+        return 0.0
+    centre = (seen.float() + 0.5) / n * 2 - 1  # texel centres in [-1, 1]
+    return min(float(centre.abs().max()) + 2.0 / n, 1.0) * sprite.extent
 
 
 def _uint8(img: Tensor) -> Tensor:
