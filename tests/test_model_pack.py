@@ -54,6 +54,12 @@ def test_pack_takes_a_part_from_another_dir(train_dir: Path, tmp_path: Path) -> 
     assert (out / "dynamics.safetensors").read_bytes() == (
         train_dir / "dynamics.safetensors"
     ).read_bytes()
+    # repacked from the shipped dir, a part still names the training dir it came from
+    again = tmp_path / "again"
+    assert runner.invoke(app, ["model", "pack", str(again), "--from", str(out)]).exit_code == 0
+    prov = json.loads((again / "provenance.json").read_text())
+    assert prov["packed_from"]["dynamics"]["dir"] == str(train_dir)
+    assert prov["packed_from"]["probe"]["dir"] == str(other)
 
 
 def test_pack_refuses_parts_that_do_not_fit(train_dir: Path, tmp_path: Path) -> None:

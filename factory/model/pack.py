@@ -51,11 +51,11 @@ def pack_model(sources: dict[str, Path], out: Path, overwrite: bool = False) -> 
         fields = {name: getattr(cfg, name) for name in part_fields(cfg, part)}
         base = dataclasses.replace(base or cfg, **fields)
         prov = read_provenance(src)
-        packed_from[part] = {
+        packed_from[part] = prov.get("packed_from", {}).get(part) or {
             "dir": str(src),
             "data": prov.get("data"),
             "git_commit": prov.get("git_commit"),
-        }
+        }  # a packed model's part keeps the training directory it came from
         part_provenance[part] = prov.get("parts", {}).get(part, {})
     assert base is not None
     config = dataclasses.replace(base, parts=tuple(sorted(sources)))

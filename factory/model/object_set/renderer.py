@@ -129,10 +129,12 @@ class CameraRenderer(nn.Module):
         sampled in a square of pixels around its image position (the sprite's largest
         footprint anywhere on the board), on the plane whose pixel -> plane homography is
         ``g``, at the composited resolution (``supersample`` times the frame's). Returns,
-        for the E entries inside the frame, the flat pixel (E,), the object's ``rank``
-        (B, M) (E,), rgb (E, 3), alpha (E,)."""
+        for the E entries, the flat pixel (E,), the object's ``rank`` (B, M) (E,), rgb
+        (E, 3) and alpha (E,); an entry outside the frame has alpha 0 (and, without
+        gradients, so little alpha that it could not change a pixel is dropped)."""
         h, w = (d * self.cfg.supersample for d in self.cfg.image_size)
         half = self.cfg.board / 2
+        b, m = centres.shape[:2]
         with torch.no_grad():
             # without gradients, only the texels that can show matter (a smaller patch)
             extent = sprite.extent if torch.is_grad_enabled() else _reach(sprite)
@@ -143,15 +145,20 @@ class CameraRenderer(nn.Module):
             cols = (corner[..., 0, None, None].long() + steps[None, :]).expand(-1, -1, size, -1)
             rows = (corner[..., 1, None, None].long() + steps[:, None]).expand(-1, -1, -1, size)
             inside = (cols >= 0) & (cols < w) & (rows >= 0) & (rows < h)  # (B, M, P, P)
+            scene = torch.arange(b, device=g.device)[:, None, None, None]
+            pixel = scene * (h * w) + rows.clamp(0, h - 1) * w + cols.clamp(0, w - 1)
         unit = torch.stack([(cols + 0.5) / w, (rows + 0.5) / h], dim=-1) * 2 - 1
-        board, depth = apply(g, unit[inside])  # (E, 2)
+        board, depth = apply(g, unit.reshape(-1, 2))  # (B M P P, 2)
         board = torch.where((depth > 0)[..., None], (board + 1) * half, FAR)
-        owner = inside.nonzero()[:, :2]  # (E, 2): scene, object
-        local = board - centres[owner[:, 0], owner[:, 1]]
-        rgb, alpha = sprite.sample(local[None, None])  # (1, 3, 1, E), (1, 1, 1, E)
-        pixel = owner[:, 0] * (h * w) + rows[inside] * w + cols[inside]
-        near = rank[owner[:, 0], owner[:, 1]]
-        return pixel, near, rgb[0, :, 0].T, alpha[0, 0, 0]
+        local = board.reshape(b, m, -1, 2) - centres[:, :, None]  # (B, M, P P, 2)
+        rgb, alpha = sprite.sample(local.reshape(1, 1, -1, 2))  # (1, 3, 1, E), (1, 1, 1, E)
+        alpha = alpha[0, 0, 0] * inside.reshape(-1)
+        near = rank[:, :, None].expand(b, m, size * size).reshape(-1)
+        rgb, pixel = rgb[0, :, 0].T, pixel.reshape(-1)
+        if not torch.is_grad_enabled():
+            shown = (alpha > 1e-4).nonzero()[:, 0]
+            pixel, near, rgb, alpha = pixel[shown], near[shown], rgb[shown], alpha[shown]
+        return pixel, near, rgb, alpha
 
     def _patch_size(self, extent: float, g: Tensor) -> int:
         """Pixels (P) a square patch needs to hold a sprite of ``extent`` anywhere on the
