@@ -28,6 +28,7 @@ from factory.envs import make_world
 from factory.envs.model_world import world_state
 from factory.model.files import load_model
 from factory.model.protocol import RolloutModel
+from factory.model.registry import world_of
 
 Progress = Callable[[str, int, int], None]
 
@@ -47,10 +48,10 @@ class RolloutBenchRequest:
 
 
 def _context(model: RolloutModel, batch: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """Ground-truth initial frames (batch, 1, H, W, 3) at the model's resolution and their
-    world states (batch, 1, S)."""
+    """Ground-truth initial frames (batch, 1, H, W, 3) of the model's world (PushT, pile)
+    at the model's resolution and their world states (batch, 1, S)."""
     h = model.config.image_shape[0]
-    world = make_world("pusht", batch_size=min(batch, 4), resolution=h)
+    world = make_world(world_of(model.config), batch_size=min(batch, 4), resolution=h)
     try:
         obs = world.reset(seeds=np.arange(seed, seed + world.batch_size))
     finally:

@@ -55,3 +55,18 @@ def test_cli_bench_rollout_missing_model(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["bench", "rollout", "--model", str(tmp_path / "nope")])
     assert result.exit_code == 2
     assert "Traceback" not in result.output
+
+
+def test_rollout_bench_on_a_pile_model_starts_from_pile_scenes(
+    tiny_dir: Path, tmp_path: Path
+) -> None:
+    """A pile model is started from the pile world's scenes (2 + 60 numbers, not PushT's
+    5), with a PushT model as its baseline in the same run."""
+    from factories import write_tiny_object_set_dir
+
+    pile = write_tiny_object_set_dir(tmp_path / "pile")
+    req = RolloutBenchRequest(model=pile, baseline=tiny_dir, device="cpu", steps=3, warmup=1,
+                              batches=(2,))  # fmt: skip
+    result = run_rollout_bench(req)
+    assert result["kind"] == "object_set" and result["baseline"]["kind"] == "latent_grid"
+    assert result["fps_batch1"] > 0 and result["fps_ratio_vs_baseline"] > 0
