@@ -14,7 +14,7 @@ from factories import set_sprite, tiny_object_set_config
 
 from factory.envs import pile_geometry as geo
 from factory.model.object_set.config import SetRendererConfig
-from factory.model.object_set.renderer import CameraRenderer
+from factory.model.object_set.renderer import CameraRenderer, _reach
 
 SIZE = 32
 RED, BLUE = [0.9, 0.1, 0.1], [0.1, 0.1, 0.9]
@@ -81,3 +81,20 @@ def test_a_flat_renderer_keeps_the_version_1_parameters() -> None:
 def test_the_renderer_config_refuses_fewer_than_one(field: str) -> None:
     with pytest.raises(ValueError, match=field):
         SetRendererConfig(**{field: 0})
+
+
+def test_inference_draws_what_training_draws_from_a_smaller_patch() -> None:
+    """Without gradients the patch holds only the texels that can show and faint entries
+    are dropped; the frames are those of the gradient path (which samples every texel of
+    the sprite's extent), from patches at most as large."""
+    cam = _camera(3 * SIZE, layers=2)
+    with torch.no_grad():
+        cam.lift_raw.copy_(torch.tensor([0.0, -0.05, 0.0]) / cam.cfg.homography_step)
+    trained = cam(STATE)
+    with torch.no_grad():
+        fast = cam(STATE)
+        _, to_pixel = cam.plane(0.0)
+        full = cam._patch_size(cam.disc.extent, to_pixel)
+        small = cam._patch_size(_reach(cam.disc), to_pixel)
+    torch.testing.assert_close(fast, trained.detach(), atol=1e-3, rtol=0)
+    assert small < full  # the disc fills under half its sprite's extent

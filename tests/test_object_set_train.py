@@ -167,7 +167,8 @@ def test_training_the_dynamics_beats_copy_last(pile_store: Path, tmp_path: Path)
 
 
 def test_training_the_reader_finds_the_discs(pile_store: Path, tmp_path: Path) -> None:
-    losses = _train("reader", pile_store, tmp_path / "m", steps=60, batch=8)
+    torch.manual_seed(0)  # both readers' initialisations: the test is the same every run
+    losses = _train("reader", pile_store, tmp_path / "m", steps=120, batch=8)
     assert np.mean(losses[-5:]) < 0.5 * np.mean(losses[:5]), losses
     data, states, val = _held_out(pile_store)
     frames = torch.from_numpy(data.frames[val]).permute(0, 3, 1, 2).float() / 255

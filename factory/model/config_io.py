@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Iterable
 from typing import Any, ClassVar, Self
 
 from factory.model.config import FORMAT, FORMAT_VERSION, to_jsonable
@@ -51,24 +52,32 @@ class KindConfig:
         return cls(**kwargs)
 
 
+def parse_setting(text: str, sections: Iterable[str]) -> tuple[str, str, Any]:
+    """``SECTION.FIELD=VALUE`` (``--set``) -> (section, field, value), SECTION one of
+    ``sections``; VALUE is JSON, else a string, and a list becomes a tuple. ``ValueError``
+    for any other shape."""
+    key, sep, raw = text.partition("=")
+    name, dot, field = key.strip().partition(".")
+    if not sep or not dot or name not in sections or not field:
+        raise ValueError(
+            f"--set {text!r}: expected SECTION.FIELD=VALUE with SECTION one of "
+            f"{', '.join(sections)}"
+        )
+    try:
+        value: Any = json.loads(raw)
+    except json.JSONDecodeError:
+        value = raw
+    return name, field, tuple(value) if isinstance(value, list) else value
+
+
 def with_overrides[C: KindConfig](config: C, overrides: tuple[str, ...]) -> C:
-    """``config`` with each ``SECTION.FIELD=VALUE`` of ``overrides`` applied (SECTION one
-    of the kind's ``SECTIONS``; VALUE is JSON, else a string; a list becomes a tuple).
-    ``ValueError`` names an unknown section or field, or a value its dataclass refuses."""
+    """``config`` with each ``SECTION.FIELD=VALUE`` of ``overrides`` applied
+    (:func:`parse_setting`, SECTION one of the kind's ``SECTIONS``). ``ValueError`` names
+    an unknown section or field, or a value its dataclass refuses."""
     changes: dict[str, dict[str, Any]] = {}
     for text in overrides:
-        key, sep, raw = text.partition("=")
-        name, dot, field = key.strip().partition(".")
-        if not sep or not dot or name not in config.SECTIONS or not field:
-            raise ValueError(
-                f"--set {text!r}: expected SECTION.FIELD=VALUE with SECTION one of "
-                f"{', '.join(config.SECTIONS)}"
-            )
-        try:
-            value: Any = json.loads(raw)
-        except json.JSONDecodeError:
-            value = raw
-        changes.setdefault(name, {})[field] = tuple(value) if isinstance(value, list) else value
+        name, field, value = parse_setting(text, tuple(config.SECTIONS))
+        changes.setdefault(name, {})[field] = value
     out: Any = config
     for name, fields in changes.items():
         part = getattr(out, name)

@@ -112,9 +112,8 @@ def check_set_store(path: Path) -> None:
 
 FRESH_RENDERER = {"layers": 2, "supersample": 3}
 """A fresh model's renderer (the config's defaults, 1 and 1, are the version-1 renderer
-that older model directories hold): two sprite layers, a puck's bottom and top, so a side
-camera's puck leans with its perspective, composited at 3 x the resolution and box-filtered
-(docs/MODEL_CARD_pile.md has the ablation)."""
+that older model directories hold): two sprite layers on planes at two heights, composited
+at 3 x the resolution and box-filtered (docs/MODEL_CARD_pile.md has the ablation)."""
 
 SET_WORLDS = ("pile",)
 """Worlds whose stores train the ``object_set`` kind by default (a set of discs)."""

@@ -9,10 +9,10 @@ The recipes themselves (:data:`RECIPES`, :data:`DEFAULT_RECIPE`) are the table i
 from __future__ import annotations
 
 import dataclasses
-import json
 from typing import Any
 
 from factory.model.config import WorldModelConfig
+from factory.model.config_io import parse_setting
 from factory.train.dynamics import DYNAMICS_TRAIN, DynamicsTrainOptions
 from factory.train.loop import TrainConfig
 from factory.train.recipe_table import DEFAULT_RECIPE, RECIPES, Recipe
@@ -31,18 +31,9 @@ SECTIONS = ("dynamics", "consistency", "options", "train")
 
 
 def parse_override(text: str) -> tuple[str, str, Any]:
-    """``SECTION.FIELD=VALUE`` -> (section, field, value); VALUE is JSON, else a string."""
-    key, sep, raw = text.partition("=")
-    section, dot, name = key.strip().partition(".")
-    if not sep or not dot or section not in SECTIONS or not name:
-        raise ValueError(
-            f"--set {text!r}: expected SECTION.FIELD=VALUE with SECTION one of {SECTIONS}"
-        )
-    try:
-        value: Any = json.loads(raw)
-    except json.JSONDecodeError:
-        value = raw
-    return section, name, tuple(value) if isinstance(value, list) else value
+    """``SECTION.FIELD=VALUE`` -> (section, field, value) for one of :data:`SECTIONS`
+    (:func:`factory.model.config_io.parse_setting`)."""
+    return parse_setting(text, SECTIONS)
 
 
 def _replace(obj: Any, changes: dict[str, Any], what: str) -> Any:

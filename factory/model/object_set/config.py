@@ -67,12 +67,12 @@ class SetRendererConfig:
     (composited at that many times the resolution, then box-filtered), so a pixel whose
     footprint on the board is wider than a sprite texel (the side camera's far rows) gets
     the object's coverage, not one point of it. ``layers``: each sprite is a stack of that
-    many RGBA layers at evenly spaced heights above the board plane, the top one nearest
-    the camera; every camera learns how a unit of height moves its image (its projection's
-    third column, ``lift``), so a puck's top can lean the way the camera's perspective
-    says at each place on the board. ``layers`` 1 is a flat sprite on the plane.
-    ``supersample`` 1 and ``layers`` 1 are the version-1 renderer (``models/pile`` before
-    2026-12-04)."""
+    many RGBA layers on planes at evenly spaced heights above the board plane, the higher
+    drawn nearer the camera; every camera learns how a unit of height moves its image (its
+    projection's third column, ``lift``), so a layer's shift varies over the board as the
+    camera's perspective does; what each layer holds is learned. ``layers`` 1 is a flat
+    sprite on the plane. ``supersample`` 1 and ``layers`` 1 are the version-1 renderer
+    (``models/pile`` before 2026-12-04)."""
 
     image_size: tuple[int, int] = (96, 96)
     board: float = 512.0

@@ -58,17 +58,19 @@ class CameraRenderer(nn.Module):
         delta = torch.cat([self.h_raw, self.h_raw.new_zeros(1)]) * self.cfg.homography_step
         return self.h_base + delta.reshape(3, 3)
 
-    def plane(self, height: float) -> Tensor:
-        """(3, 3) pixel -> plane homography of the plane ``height`` layer steps above the
-        board (0: the board itself): the board's plane -> pixel map with ``height`` times
-        the learned ``lift`` (the projection's third column) added to its last column."""
+    def plane(self, height: float) -> tuple[Tensor, Tensor]:
+        """The (3, 3) pixel -> plane and plane -> pixel homographies of the plane
+        ``height`` layer steps above the board (0: the board itself): the board's plane ->
+        pixel map with ``height`` times the learned ``lift`` (the projection's third
+        column) added to its last column, and its inverse."""
         g = self.homography()
+        to_pixel = torch.linalg.inv(g)
         if height == 0.0:
-            return g
+            return g, to_pixel
         lift = self.lift_raw * self.cfg.homography_step
         zero = lift.new_zeros(3)
-        to_pixel = torch.linalg.inv(g) + height * torch.stack([zero, zero, lift], dim=1)
-        return torch.linalg.inv(to_pixel)
+        to_pixel = to_pixel + height * torch.stack([zero, zero, lift], dim=1)
+        return torch.linalg.inv(to_pixel), to_pixel
 
     def sprites(self, which: str) -> list[tuple[float, Sprite]]:
         """(height, sprite) of every layer of the ``disc`` or ``agent`` sprite, bottom
@@ -98,21 +100,22 @@ class CameraRenderer(nn.Module):
         discs = state[:, 2:].unflatten(1, (-1, 2))  # (B, N, 2)
         n, layers, ss = discs.shape[1], self.cfg.layers, self.cfg.supersample
         # nearness: each object's rank from the camera (0: the nearest), the agent first
-        # among equals (drawn over discs at its depth); within an object its top layer is
-        # nearest (a camera looking down sees a puck's top over its sides)
+        # among equals (drawn over discs at its depth); within an object its higher layers
+        # are nearer (a camera looking down sees what is higher over what is lower)
         depth = self.depths(state).detach()
         order = torch.argsort(torch.cat([depth[:, n:], depth[:, :n]], 1), dim=1, stable=True)
         rank = torch.empty_like(order).scatter_(
             1, order, torch.arange(n + 1, device=state.device).expand(b, -1).contiguous()
         )  # (B, 1 + N): the agent, then the discs
+        planes = [self.plane(height) for height, _ in self.sprites("disc")]  # per layer
         entries = []
         for which, centres, obj_rank in (
             ("disc", discs, rank[:, 1:]),
             ("agent", state[:, None, :2], rank[:, :1]),
         ):
-            for k, (height, sprite) in enumerate(self.sprites(which)):
+            for k, (_, sprite) in enumerate(self.sprites(which)):
                 near = obj_rank * layers + (layers - 1 - k)
-                entries.append(self._patches(sprite, centres, self.plane(height), near))
+                entries.append(self._patches(sprite, centres, *planes[k], near))
         pixel, near, rgb, alpha = (torch.cat(parts) for parts in zip(*entries, strict=True))
         background: Tensor = self.background
         if ss > 1:
@@ -123,23 +126,23 @@ class CameraRenderer(nn.Module):
         return frames.clamp(0.0, 1.0)
 
     def _patches(
-        self, sprite: Sprite, centres: Tensor, g: Tensor, rank: Tensor
+        self, sprite: Sprite, centres: Tensor, g: Tensor, to_pixel: Tensor, rank: Tensor
     ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         """The entries of each object's patch at centres (B, M, 2) board px: its sprite
         sampled in a square of pixels around its image position (the sprite's largest
         footprint anywhere on the board), on the plane whose pixel -> plane homography is
-        ``g``, at the composited resolution (``supersample`` times the frame's). Returns,
-        for the E entries, the flat pixel (E,), the object's ``rank`` (B, M) (E,), rgb
-        (E, 3) and alpha (E,); an entry outside the frame has alpha 0 (and, without
-        gradients, so little alpha that it could not change a pixel is dropped)."""
+        ``g`` (``to_pixel`` its inverse), at the composited resolution (``supersample``
+        times the frame's). Returns, for the E entries, the flat pixel (E,), the object's
+        ``rank`` (B, M) (E,), rgb (E, 3) and alpha (E,); an entry outside the frame has
+        alpha 0 (and, without gradients, one too faint to change a pixel is dropped)."""
         h, w = (d * self.cfg.supersample for d in self.cfg.image_size)
         half = self.cfg.board / 2
         b, m = centres.shape[:2]
         with torch.no_grad():
             # without gradients, only the texels that can show matter (a smaller patch)
             extent = sprite.extent if torch.is_grad_enabled() else _reach(sprite)
-            size = self._patch_size(extent, g)
-            pix, _ = apply(torch.linalg.inv(g), centres / half - 1)  # unit coordinates
+            size = self._patch_size(extent, to_pixel)
+            pix, _ = apply(to_pixel, centres / half - 1)  # unit coordinates
             corner = ((pix + 1) / 2 * torch.tensor([w, h], device=g.device) - size / 2).round()
             steps = torch.arange(size, device=g.device)
             cols = (corner[..., 0, None, None].long() + steps[None, :]).expand(-1, -1, size, -1)
@@ -160,16 +163,16 @@ class CameraRenderer(nn.Module):
             pixel, near, rgb, alpha = pixel[shown], near[shown], rgb[shown], alpha[shown]
         return pixel, near, rgb, alpha
 
-    def _patch_size(self, extent: float, g: Tensor) -> int:
+    def _patch_size(self, extent: float, to_pixel: Tensor) -> int:
         """Pixels (P) a square patch needs to hold a sprite of ``extent`` anywhere on the
-        board: its largest projected width or height at the board's corners, plus 2 (at
-        the composited resolution)."""
+        board (``to_pixel``: the plane -> pixel homography): its largest projected width or
+        height at the board's corners, plus 2 (at the composited resolution)."""
         h, w = (d * self.cfg.supersample for d in self.cfg.image_size)
         half, board = self.cfg.board / 2, self.cfg.board
         corners = torch.tensor([[0.0, 0.0], [board, 0.0], [0.0, board], [board, board]])
         signs = torch.tensor([[-1.0, -1.0], [1.0, -1.0], [-1.0, 1.0], [1.0, 1.0]])
         square = corners[:, None] + extent * signs[None]  # (4, 4, 2)
-        pix, _ = apply(torch.linalg.inv(g).cpu(), square / half - 1)
+        pix, _ = apply(to_pixel.cpu(), square / half - 1)
         span = (pix.amax(1) - pix.amin(1)) / 2 * torch.tensor([w, h])
         return min(math.ceil(float(span.max())) + 2, max(h, w))
 
