@@ -36,19 +36,6 @@ def make_env(model: Path, n: int = 3, **kw: Any) -> ModelVectorEnv:
     return env
 
 
-def test_register_third_party_plugins_finds_env_and_robot() -> None:
-    """lerobot's own discovery, in a fresh interpreter (no import of ours beforehand)."""
-    code = (
-        "from lerobot.utils.import_utils import register_third_party_plugins as r; r()\n"
-        "from lerobot.envs.configs import EnvConfig\n"
-        "from lerobot.robots.config import RobotConfig\n"
-        "print(EnvConfig.get_choice_class('demofactory').__name__,"
-        " RobotConfig.get_choice_class('demofactory').__name__)"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.split() == ["DemofactoryEnv", "DemofactoryRobotConfig"]
-
-
 def test_features_match_lerobot_pusht() -> None:
     ours = DemofactoryEnv()
     theirs = PushtEnv()
@@ -172,15 +159,31 @@ def test_non_pusht_model_is_refused(tmp_path: Path) -> None:
         DemofactoryEnv(model=str(model), device="cpu").create_envs(1)
 
 
-def test_lerobot_eval_cli_missing_model_is_one_line(tmp_path: Path) -> None:
-    exe = Path(sys.executable).parent / "lerobot-eval"
-    cmd = [str(exe), "--policy.type=act", "--policy.device=cpu", "--env.type=demofactory"]
-    cmd += ["--env.model=/nonexistent/m", "--env.device=cpu"]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    proc = subprocess.run(
-        [*cmd, f"--output_dir={tmp_path / 'out'}"], capture_output=True, text=True, env=env
+def test_lerobot_eval_and_discovery_in_a_fresh_interpreter(tmp_path: Path) -> None:
+    """One fresh interpreter (no import of ours beforehand; lerobot's import is the slow
+    part, so one serves both): lerobot's ``lerobot-eval`` script, run as its console
+    script runs it, refuses a missing model with one line and exit 2, no traceback; and
+    the discovery it ran (lerobot's own) registered both plugins, env and robot."""
+    exe = str(Path(sys.executable).parent / "lerobot-eval")
+    args = ["--policy.type=act", "--policy.device=cpu", "--env.type=demofactory"]
+    args += ["--env.model=/nonexistent/m", "--env.device=cpu", f"--output_dir={tmp_path / 'out'}"]
+    code = (
+        "import runpy, sys\n"
+        f"sys.argv = [{exe!r}, *{args!r}]\n"
+        "try:\n"
+        f"    runpy.run_path({exe!r}, run_name='__main__')\n"
+        "    status = 0\n"
+        "except SystemExit as exit:\n"
+        "    status = exit.code\n"
+        "from lerobot.envs.configs import EnvConfig\n"
+        "from lerobot.robots.config import RobotConfig\n"
+        "print('status', status, EnvConfig.get_choice_class('demofactory').__name__,"
+        " RobotConfig.get_choice_class('demofactory').__name__)"
     )
-    assert proc.returncode == 2, proc.stderr[-2000:]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr + proc.stdout
-    last = proc.stderr.strip().splitlines()[-1]
-    assert last.startswith("demofactory: no model directory /nonexistent/m"), last
+    assert proc.stdout.split()[-4:] == ["status", "2", "DemofactoryEnv", "DemofactoryRobotConfig"]
+    ours = [line for line in proc.stderr.splitlines() if line.startswith("demofactory:")]
+    assert len(ours) == 1 and ours[0].startswith("demofactory: no model directory /nonexistent/m")

@@ -176,6 +176,28 @@ def test_untouched_discs_stay_exactly_still() -> None:
     assert (nxt[0, 2:14] != cur[0, 2:14]).any()
 
 
+def test_discs_out_of_reach_change_nothing_and_are_not_computed() -> None:
+    """A far pile (neither active nor sending to an active disc) leaves the pushed pile's
+    outputs as they are without it, and gets outputs 0: its nodes are not computed."""
+    dyn = _random_dynamics(8)
+    near, far = _cluster(6, 2, (150.0, 150.0)), _cluster(9, 3, (380.0, 360.0))
+    agent = near[0] - torch.tensor([27.0, 0.0])
+
+    def outputs(*piles: torch.Tensor) -> torch.Tensor:
+        cur = torch.cat([agent, *(p.flatten() for p in piles)])[None]
+        prev = cur.clone()
+        prev[0, :2] -= torch.tensor([10.0, 0.0])
+        target = cur[:, :2] + torch.tensor([[20.0, 0.0]])
+        with torch.no_grad():
+            nxt_agent = dyn.agent(prev[:, :2], cur[:, :2], target, target)
+            return dyn.disc_outputs(prev, cur, nxt_agent, dyn.active(prev, cur, nxt_agent))
+
+    both, alone = outputs(near, far), outputs(near)
+    assert alone.abs().amax() > 0.01
+    torch.testing.assert_close(both[:, :6], alone, atol=1e-5, rtol=0)
+    assert torch.equal(both[:, 6:], torch.zeros_like(both[:, 6:]))
+
+
 def test_a_held_agent_leaves_the_pile_exactly_still_for_100_steps() -> None:
     model = tiny_object_set_model(0)
     assert model.dynamics is not None
@@ -218,6 +240,25 @@ def test_composite_matches_sequential_over() -> None:
     bi, mi, pi = keep.nonzero(as_tuple=True)
     got = composite(bg, b, bi * h * w + pi, near[bi, mi], rgb[bi, mi, :, pi], alpha[bi, mi, pi])
     torch.testing.assert_close(got, want.unflatten(2, (h, w)), atol=1e-5, rtol=0)
+
+
+def test_supersampled_composite_is_the_box_filter_of_the_fine_one() -> None:
+    """Entries on a 3 x finer grid composite to the 3 x 3 mean of the fine frame drawn
+    over the background repeated to that grid (and the gradients agree too)."""
+    g = torch.Generator().manual_seed(9)
+    b, h, w, ss, e = 2, 4, 5, 3, 150
+    bg = torch.rand(3, h, w, generator=g)
+    pixel = torch.randperm(b * h * w * ss * ss, generator=g)[:e].repeat(2)  # two layers
+    near = torch.arange(2).repeat_interleave(e)  # of e samples each, one nearer
+    rgb = torch.rand(len(pixel), 3, generator=g)
+    alpha = torch.rand(len(pixel), generator=g).requires_grad_()
+    got = composite(bg, b, pixel, near, rgb, alpha, ss)
+    fine_bg = bg.repeat_interleave(ss, 1).repeat_interleave(ss, 2)
+    want = torch.nn.functional.avg_pool2d(composite(fine_bg, b, pixel, near, rgb, alpha), ss)
+    torch.testing.assert_close(got, want, atol=1e-6, rtol=0)
+    (grad_got,) = torch.autograd.grad(got.square().sum(), alpha)
+    (grad_want,) = torch.autograd.grad(want.square().sum(), alpha)
+    torch.testing.assert_close(grad_got, grad_want, atol=1e-5, rtol=1e-4)
 
 
 def _plain_camera(

@@ -103,12 +103,15 @@ class SetDynamics(nn.Module):
 
     def disc_outputs(self, prev: Tensor, cur: Tensor, agent_next: Tensor, act: Tensor) -> Tensor:
         """(B, N, 3): each disc's displacement (in ``delta_scale``) and moving logit;
-        messages flow only into active discs ``act`` (B, N)."""
+        messages flow only into active discs ``act`` (B, N).
+
+        Only the nodes that can matter are computed: the active discs and the discs that
+        send them messages (an inactive sender's own state still evolves over the rounds).
+        Every other disc's outputs are 0; its position is kept anyway (:meth:`forward`)."""
         c = self.cfg
         discs, before = _discs(cur), _discs(prev)
         b_n, n = discs.shape[:2]
         vel = (discs - before) / c.vel_scale
-        h = self.node_in(torch.cat([vel, wall_features(discs, c.walls, c.wall_range)], -1))
         agent, agent_vel = cur[:, :2], (cur[:, :2] - prev[:, :2]) / c.vel_scale
         g = self.agent_in(torch.cat([agent_vel, (agent_next - agent) / c.vel_scale], -1))
         b, i, j = disc_edges(discs, act, c.radius)
@@ -124,8 +127,14 @@ class SetDynamics(nn.Module):
                        nxt / c.radius, nxt.norm(dim=-1, keepdim=True) / c.radius,
                        vel[ab, ai] - agent_vel[ab]], -1)
         )  # fmt: skip
-        recv, send, arecv = b * n + i, b * n + j, ab * n + ai
-        hf = h.reshape(b_n * n, -1)
+        need = act.flatten().clone()
+        need[b * n + j] = True
+        nodes = need.nonzero().squeeze(1)  # (M,) flat indices of the computed nodes
+        local = torch.full_like(need, -1, dtype=torch.long)
+        local[nodes] = torch.arange(len(nodes), device=nodes.device)
+        recv, send, arecv = local[b * n + i], local[b * n + j], local[ab * n + ai]
+        feats = torch.cat([vel, wall_features(discs, c.walls, c.wall_range)], -1)
+        hf = self.node_in(feats.reshape(b_n * n, -1)[nodes])  # (M, hidden)
         for rnd in self.rounds:
             assert isinstance(rnd, _Round)
             e = e + rnd.edge(torch.cat([e, hf[recv], hf[send]], -1))
@@ -133,7 +142,9 @@ class SetDynamics(nn.Module):
             agg = torch.zeros_like(hf).index_add(0, recv, e)
             agg_a = torch.zeros_like(hf).index_add(0, arecv, ea)
             hf = hf + rnd.node(torch.cat([hf, agg, agg_a], -1))
-        return self.out(hf).reshape(b_n, n, 3)
+        out = self.out(hf)
+        full = out.new_zeros(b_n * n, 3).index_copy(0, nodes, out)
+        return full.reshape(b_n, n, 3)
 
     def forward(
         self, prev: Tensor, cur: Tensor, prev_action: Tensor, action: Tensor

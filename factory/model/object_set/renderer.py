@@ -18,7 +18,6 @@ import math
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from factory.model.object_set.composite import composite
@@ -117,12 +116,7 @@ class CameraRenderer(nn.Module):
                 near = obj_rank * layers + (layers - 1 - k)
                 entries.append(self._patches(sprite, centres, *planes[k], near))
         pixel, near, rgb, alpha = (torch.cat(parts) for parts in zip(*entries, strict=True))
-        background: Tensor = self.background
-        if ss > 1:
-            background = background.repeat_interleave(ss, 1).repeat_interleave(ss, 2)
-        frames = composite(background, b, pixel, near, rgb, alpha)
-        if ss > 1:
-            frames = F.avg_pool2d(frames, ss)
+        frames = composite(self.background, b, pixel, near, rgb, alpha, ss)
         return frames.clamp(0.0, 1.0)
 
     def _patches(
