@@ -80,6 +80,9 @@ def test_cli_json_and_refusals(pile: Path, tmp_path: Path) -> None:
     ok = runner.invoke(app, [*args, "--horizons", "1,10", "--jitter", "0.1", "--json"])
     assert ok.exit_code == 0, ok.output
     assert set(json.loads(ok.stdout)["references"]) == {"0.1"}
+    table = runner.invoke(app, [*args, "--horizons", "1", "--jitter", "0,0.1"])
+    assert table.exit_code == 0, table.output
+    assert "start jitter 0 px" in table.output and "start jitter 0.1 px" in table.output
     edited = _collect(tmp_path / "edited.zarr", "pile", "pile_play", "--steps", "20")
     group = zarr.open_group(str(edited), mode="r+")
     group["data/action"][0] = group["data/action"][0] + 3.0

@@ -121,7 +121,7 @@ def run_predictability(
     jitters: Sequence[float] = (0.0, 0.01, 0.1),
     episodes: int = 16,
     horizons: Sequence[int] = HORIZONS,
-    context: int = 2,
+    context: int = 2,  # the state kinds' context: horizon h is frame context - 1 + h
     seed: int = 0,
     on_progress: Callable[[int, int], None] | None = None,
 ) -> dict[str, Any]:
@@ -154,15 +154,7 @@ def run_predictability(
         if jitter == 0:
             pairs = [(rs, rep) for rs, (rep, _) in zip(groups, exact, strict=True)]
         else:
-            pairs = [
-                (
-                    rs,
-                    real_replay(rs, world, jittered_starts(_first_states(rs), world, jitter, rng))[
-                        0
-                    ],
-                )
-                for rs in groups
-            ]
+            pairs = [(rs, _jittered_replay(rs, world, jitter, rng)) for rs in groups]
         refs[f"{float(jitter):g}"] = score(pairs, list(horizons))
         if on_progress is not None:
             on_progress(len(refs), len(jitters))
@@ -175,6 +167,13 @@ def run_predictability(
         "reproduced_px": reproduced,
         "references": refs,
     }
+
+
+def _jittered_replay(
+    rs: ReplaySet, world: str, jitter_px: float, rng: np.random.Generator
+) -> Replayed:
+    """:func:`real_replay` of ``rs`` from its first states jittered by ``jitter_px``."""
+    return real_replay(rs, world, jittered_starts(_first_states(rs), world, jitter_px, rng))[0]
 
 
 def _first_states(rs: ReplaySet) -> np.ndarray:
