@@ -4,6 +4,7 @@ heatmap reader and the rollout protocol (training: ``test_object_set_train.py``)
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -209,6 +210,34 @@ def test_a_held_agent_leaves_the_pile_exactly_still_for_100_steps() -> None:
     for _ in range(100):
         out = model.step(state[:, :2])
     np.testing.assert_array_equal(out.task_state, state[:, 2:])
+
+
+def test_coasting_factor_is_fitted_on_sliding_discs_and_carries_them_on() -> None:
+    """``fit_coast`` finds the factor of discs sliding on far from the agent, ignoring the
+    discs it pushes at constant speed; with the network's step 0 and every gate open, a
+    sliding disc then moves by that factor times its last step. Without ``coast`` there is
+    no such parameter, so older model directories load as they were."""
+    base = tiny_object_set_config().dynamics
+    assert not base.coast and SetDynamics(base).coast is None
+    assert SetDynamics(base).fit_coast(torch.zeros(1, 3, 62)) == 0.0
+    dyn = SetDynamics(dataclasses.replace(base, coast=True, agent_radius=150.0))
+    g = torch.Generator().manual_seed(0)
+    b, n = 16, 30
+    first = torch.rand(b, n, 2, generator=g) * 300 + 100
+    vel = torch.randn(b, n, 2, generator=g) * 3
+    agent = torch.full((b, 1, 2), 60.0)
+    pushed = (first + vel - agent).norm(dim=-1) < 150  # near the agent: pushed steadily
+    assert pushed.any() and (~pushed).any()
+    factor = torch.where(pushed, 1.0, 0.54)[..., None]
+    discs = torch.stack([first, first + vel, first + vel + factor * vel], 1)  # (B, 3, N, 2)
+    states = torch.cat([agent.expand(b, 3, 2), discs.flatten(2)], -1)
+    assert dyn.fit_coast(states) == pytest.approx(0.54, abs=1e-5)
+    with torch.no_grad():
+        dyn.out[-1].bias[2] = 20.0  # the network's step is 0, every gate open
+        prev, cur = states[:, 0], states[:, 1]
+        nxt, _, act = dyn(prev, cur, cur[:, :2], cur[:, :2])
+    assert act.all()  # every disc moved in the last step
+    torch.testing.assert_close(nxt[:, 2:] - cur[:, 2:], 0.54 * vel.flatten(1), atol=1e-4, rtol=0)
 
 
 def test_activity_spreads_through_touching_discs_for_hops() -> None:

@@ -52,6 +52,7 @@ def test_store_config_and_refusals(pile_store: Path, tmp_path: Path) -> None:
     assert (cfg.n_discs, cfg.cameras, cfg.world, cfg.image_shape) == (
         30, ("top", "side"), "pile", (STORE_SIZE, STORE_SIZE, 3))  # fmt: skip
     assert (cfg.renderer.layers, cfg.renderer.supersample) == (2, 3)
+    assert not cfg.dynamics.coast  # the coasting term is an ablation's, off by default
     pusht = tmp_path / "pusht.zarr"
     _ok(["collect", "--out", str(pusht), "--episodes", "1", "--steps", "5",
          "--resolution", str(SIZE)])  # fmt: skip
@@ -226,9 +227,10 @@ def test_set_configures_a_fresh_object_set_model(pile_store: Path, tmp_path: Pat
     assert read_config(out).renderer.layers == 2
     dyn = tmp_path / "dynamics_first"  # a pile store's dynamics stage is object_set's too
     _ok(["train", "dynamics", *base[:2], "--out", str(dyn), *base[4:],
-         "--set", "dynamics.message_steps=3"])  # fmt: skip
+         "--set", "dynamics.message_steps=3", "--set", "dynamics.coast=true"])  # fmt: skip
     assert read_config(dyn).kind == "object_set"
     assert read_config(dyn).dynamics.message_steps == 3
+    assert load_model_dir(dyn, parts=("dynamics",)).dynamics.coast is not None
 
 
 def test_generate_pile_expert_writes_both_cameras(ray_session: Any, tmp_path: Path) -> None:

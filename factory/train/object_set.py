@@ -233,6 +233,8 @@ def _dynamics_step(module: SetDynamics, st: PartData, sched: SetSchedule) -> Ste
         fit = WindowSampler(st.data, 3, st.train_eps).sample(n, st.rng)
         s, a = windows(st.states, actions, fit, st.device)
         log.info("agent map fitted by least squares: %.4f px", module.agent.fit(s[..., :2], a))
+        if module.coast is not None:
+            log.info("coasting factor fitted by least squares: %.4f", module.fit_coast(s))
     module.agent.requires_grad_(False)  # solved exactly; Adam's steps would only jitter it
 
     def step_fn(ls: LoopState) -> dict[str, Tensor]:

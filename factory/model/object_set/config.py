@@ -32,7 +32,14 @@ class SetDynamicsConfig:
 
     ``walls``: the board's inner faces (low, high) on both axes; within ``wall_range`` px
     of one a disc sees how near it is (GNS's boundary inputs), farther away nothing.
-    ``input_noise_px``: training jitter of the input positions (against drift)."""
+    ``input_noise_px``: training jitter of the input positions (against drift).
+
+    ``coast``: each moving disc's step is a learned multiple of its last step (one scalar,
+    fitted by least squares when the part is new, then trained) plus the network's
+    output; without it (the default) the network's output is the whole step. It makes a
+    freely sliding disc's step exact but did not improve rollouts at 4,031 steps of
+    training (docs/MODEL_CARD_pile.md, "And the dynamics?"), so it is off unless set
+    (``--set dynamics.coast=true``)."""
 
     action_dim: int = 2
     agent_dim: int = 2
@@ -49,6 +56,7 @@ class SetDynamicsConfig:
     gate_threshold: float = 0.5
     moved_px: float = 0.01
     input_noise_px: float = 0.2
+    coast: bool = False
     walls: tuple[float, float] = (5.0, 507.0)
     wall_range: float = 40.0
 

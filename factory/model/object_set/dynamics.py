@@ -12,6 +12,8 @@ current and previous state and the previous and current action (absolute agent t
   relative positions and velocities only, so the model is translation-invariant away from
   the walls and cannot see the goal. ``message_steps`` rounds of shared edge and node
   MLPs, then a decoder gives each disc's displacement and a "moving" logit.
+- **Coasting** (``coast``): a disc's step is a learned multiple of its last step plus the
+  decoder's output, so the network models what contact adds, not the sliding itself.
 - **Stillness**: only *active* discs (:func:`graph.active_discs`) may move, and only
   those whose logit says moving; every other disc keeps its position bit for bit, so a
   pile nothing touches stays exactly still.
@@ -92,6 +94,25 @@ class SetDynamics(nn.Module):
         assert isinstance(last, nn.Linear)
         nn.init.zeros_(last.weight)
         nn.init.zeros_(last.bias)
+        # the coasting factor exists only where configured, so older weights load as before
+        self.coast = nn.Parameter(torch.zeros(())) if cfg.coast else None
+
+    @torch.no_grad()
+    def fit_coast(self, states: Tensor) -> float:
+        """Least squares of each disc's step on its last step, over windows of states
+        (B, 3, S) where the disc moved in both (more than ``moved_px``) and lay farther
+        than ``agent_radius`` from the agent (sliding, not pushed); sets and returns the
+        coasting factor (0 where no disc qualifies, or without ``coast``)."""
+        if self.coast is None:
+            return 0.0
+        d = _discs(states.flatten(0, 1)).unflatten(0, states.shape[:2])  # (B, 3, N, 2)
+        last, step = d[:, 1] - d[:, 0], d[:, 2] - d[:, 1]
+        far = (d[:, 1] - states[:, 1, None, :2]).norm(dim=-1) > self.cfg.agent_radius
+        moved = self.cfg.moved_px
+        both = far & (last.abs().amax(-1) > moved) & (step.abs().amax(-1) > moved)
+        den = (last[both] ** 2).sum()
+        self.coast.fill_(float((last[both] * step[both]).sum() / den) if den > 0 else 0.0)
+        return float(self.coast)
 
     def active(self, prev: Tensor, cur: Tensor, agent_next: Tensor) -> Tensor:
         """(B, N) bool: the discs that may move (:func:`graph.active_discs`)."""
@@ -162,7 +183,10 @@ class SetDynamics(nn.Module):
         p = torch.sigmoid(logit)
         gate = (p > self.cfg.gate_threshold).to(p.dtype) + p - p.detach()  # value 0 or 1
         discs = _discs(cur)
-        moved = discs + out[..., :2] * self.cfg.delta_scale * gate[..., None]
+        step = out[..., :2] * self.cfg.delta_scale
+        if self.coast is not None:
+            step = step + self.coast * (discs - _discs(prev))
+        moved = discs + step * gate[..., None]
         new = torch.where(act[..., None], moved, discs)
         return torch.cat([agent_next, new.flatten(1)], dim=-1), logit, act
 
