@@ -12,8 +12,9 @@ current and previous state and the previous and current action (absolute agent t
   relative positions and velocities only, so the model is translation-invariant away from
   the walls and cannot see the goal. ``message_steps`` rounds of shared edge and node
   MLPs, then a decoder gives each disc's displacement and a "moving" logit.
-- **Coasting** (``coast``): a disc's step is a learned multiple of its last step plus the
-  decoder's output, so the network models what contact adds, not the sliding itself.
+- **Coasting** (``coast``, off by default): a disc's step is a learned multiple of its
+  last step plus the decoder's output, so the network models what contact adds, not the
+  sliding itself.
 - **Stillness**: only *active* discs (:func:`graph.active_discs`) may move, and only
   those whose logit says moving; every other disc keeps its position bit for bit, so a
   pile nothing touches stays exactly still.
