@@ -93,6 +93,13 @@ def train(
         int | None,
         typer.Option(help="One stage: torch threads (two trainings side by side: 1 each)."),
     ] = None,
+    batch_size: Annotated[
+        int | None,
+        typer.Option(
+            help="One stage: the batch size (default: the stage's own); the learning rate "
+            "follows by the square root of the ratio, at most 2x."
+        ),
+    ] = None,
 ) -> None:
     """Train one stage, or `all` of them (then pack OUT/model), into a model directory."""
     from factory.errors import FactoryError
@@ -104,8 +111,10 @@ def train(
 
         if cpu_minutes is not None:
             raise FactoryError("--cpu-minutes goes with one stage; give `train all` --minutes")
-        if seed is not None or threads is not None:
-            raise FactoryError("--seed and --threads go with one stage, not `train all`")
+        if seed is not None or threads is not None or batch_size is not None:
+            raise FactoryError(
+                "--seed, --threads and --batch-size go with one stage, not `train all`"
+            )
         all_req = TrainAllRequest(
             data=data,
             out=out,
@@ -141,6 +150,7 @@ def train(
         camera=camera,
         seed=seed,
         threads=threads,
+        batch_size=batch_size,
     )
     _train_stage(req, json_out)
 

@@ -32,7 +32,7 @@ from factory.model.config_io import with_overrides
 from factory.model.registry import get_kind
 from factory.train import Budget, EpisodeData
 from factory.train import object_set as object_set_stages
-from factory.train.all_stages import STATE_KINDS, stage_runner, stage_train
+from factory.train.all_stages import STATE_KINDS, stage_runner, stage_train, with_batch
 from factory.train.data import load_episode_data
 from factory.train.dynamics import DYNAMICS_TRAIN, DynamicsTrainOptions
 from factory.train.loop import TrainConfig
@@ -71,6 +71,9 @@ class TrainRequest:
     threads: int | None = None
     """Torch's intra-op threads; None: the stage's own (two trainings side by side on two
     cores: one each)."""
+    batch_size: int | None = None
+    """The batch size; None: the stage's own. The learning rate follows it by the square
+    root of the ratio, at most 2x (as ``train all``'s batch search on CUDA does)."""
 
     def resolved_kind(self) -> str:
         if self.kind is not None:
@@ -162,15 +165,19 @@ def check_loop_options(req: TrainRequest) -> None:
         raise FactoryError(f"--seed must be >= 0, got {req.seed}")
     if req.threads is not None and req.threads < 1:
         raise FactoryError(f"--threads must be >= 1, got {req.threads}")
+    if req.batch_size is not None and req.batch_size < 1:
+        raise FactoryError(f"--batch-size must be >= 1, got {req.batch_size}")
 
 
 def _seeded(req: TrainRequest, kind: str, tc: TrainConfig | None) -> TrainConfig | None:
-    """The stage's TrainConfig with ``--seed`` and ``--threads`` applied (the global torch
-    seed set too, so a fresh part's initialisation follows the seed); unchanged without
-    them."""
-    if req.seed is None and req.threads is None:
+    """The stage's TrainConfig with ``--batch-size``, ``--seed`` and ``--threads`` applied
+    (the global torch seed set too, so a fresh part's initialisation follows the seed);
+    unchanged without them."""
+    if req.seed is None and req.threads is None and req.batch_size is None:
         return tc
     tc = tc or stage_train(kind, req.stage)
+    if req.batch_size is not None and req.batch_size != tc.batch_size:
+        tc = with_batch(tc, req.batch_size)
     if req.seed is not None:
         import torch
 

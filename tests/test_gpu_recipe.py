@@ -160,3 +160,78 @@ def test_gpu_recipe_refuses_an_unknown_env_in_one_line(tmp_path: Path) -> None:
         "gpu_train: ENV is pusht or pile, not rope"
     ]
     assert not out.exists()
+
+
+ARMS_QUICK = {"PLAY_EPISODES": "4", "PLAY_STEPS": "40", "WORKERS": "2", "DEVICE": "cpu"}
+
+
+@pytest.mark.slow
+def test_dynamics_arms_train_side_by_side_in_a_clean_venv(tmp_path: Path) -> None:
+    """scripts/gpu_dynamics_arms.sh: every arm its own process, its batch and --set
+    applied, one tar per arm coming back, and the store's digest in the log."""
+    wheelhouse, python = _clean_venv(tmp_path)
+    out = tmp_path / "out"
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env.update(ARMS_QUICK, PYTHON=str(python), WHEELHOUSE=str(wheelhouse), WORK=str(tmp_path / "w"))
+    arms = ["small:32", "wide:16:dynamics.hidden=16,dynamics.message_steps=1"]
+    _sh(["bash", str(REPO / "scripts" / "gpu_dynamics_arms.sh"), str(out), "0.1", *arms],
+        env=env, cwd=REPO)  # fmt: skip
+    assert sorted(f.name for f in out.iterdir()) == ["arms.log", "small.tar", "wide.tar"]
+    log = (out / "arms.log").read_text()
+    assert '"episodes": 4' in log and "task_state" in log and "done" in log
+    import tarfile
+
+    for name, hidden, steps in (("small", 64, 1), ("wide", 16, 1)):
+        with tarfile.open(out / f"{name}.tar") as tar:
+            assert f"{name}/dynamics.safetensors" in tar.getnames()
+            config = json.load(tar.extractfile(f"{name}/config.json"))  # type: ignore[arg-type]
+            metrics = json.load(tar.extractfile(f"{name}.json"))  # type: ignore[arg-type]
+        assert config["dynamics"]["hidden"] == hidden and metrics["step"] >= steps
+    _small_and_done_arms(out)
+    first = json.loads(_member(out / "wide.tar", "wide.json"))["step"]
+    # RESUME=1 continues an arm in WORK to the new total, its config kept
+    again = tmp_path / "again"
+    _sh(["bash", str(REPO / "scripts" / "gpu_dynamics_arms.sh"), str(again), "0.2", arms[1]],
+        env={**env, "RESUME": "1"}, cwd=REPO)  # fmt: skip
+    resumed = json.loads(_member(again / "wide.tar", "wide.json"))
+    assert resumed["step"] > first and resumed["elapsed_s"] >= 0.2 * 60
+    assert json.loads(_member(again / "wide.tar", "wide/config.json"))["dynamics"]["hidden"] == 16
+
+
+def _member(tar_path: Path, name: str) -> bytes:
+    import tarfile
+
+    with tarfile.open(tar_path) as tar:
+        member = tar.extractfile(name)
+        assert member is not None
+        return member.read()
+
+
+def _small_and_done_arms(out: Path) -> None:
+    files = [f for f in out.rglob("*") if f.is_file()]
+    assert len(files) <= 8 and max(f.stat().st_size for f in files) < 16 * 2**20
+
+
+def test_dynamics_arms_refuse_a_malformed_arm_in_one_line(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    done = subprocess.run(
+        ["bash", str(REPO / "scripts" / "gpu_dynamics_arms.sh"), str(out), "1", "wide:lots"],
+        capture_output=True, text=True, cwd=REPO,
+    )  # fmt: skip
+    assert done.returncode == 2 and done.stderr.strip().splitlines() == [
+        "gpu_dynamics_arms: an ARM is NAME:BATCH[:SETS], not wide:lots"
+    ]
+    assert not out.exists()
+
+
+def test_dynamics_arms_refuse_to_resume_an_arm_that_is_not_there(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    env = {**os.environ, "RESUME": "1", "WORK": str(tmp_path / "w")}
+    done = subprocess.run(
+        ["bash", str(REPO / "scripts" / "gpu_dynamics_arms.sh"), str(out), "1", "wide:16"],
+        capture_output=True, text=True, cwd=REPO, env=env,
+    )  # fmt: skip
+    assert done.returncode == 2 and done.stderr.strip().splitlines() == [
+        f"gpu_dynamics_arms: RESUME=1 but {tmp_path / 'w' / 'arms' / 'wide'} holds no arm"
+    ]
+    assert not out.exists()

@@ -134,6 +134,21 @@ def test_seeded_training_is_reproducible(tmp_path: Path) -> None:
     assert any(not np.array_equal(a[k], c[k]) for k in a)
 
 
+def test_batch_size_sets_the_stage_batch_and_scales_its_learning_rate() -> None:
+    """``factory train --batch-size B``: the stage's batch, its learning rate by
+    sqrt(B / B0) capped at 2x (``train all``'s rule), down as well as up."""
+    from factory.train.all_stages import stage_train
+    from pipelines.train import TrainRequest, _seeded
+
+    base = stage_train("object_set", "dynamics")
+    for batch, scale in ((512, 2.0), (1024, 2.0), (32, 0.5), (base.batch_size, 1.0)):
+        req = TrainRequest(stage="dynamics", data=Path("d"), out=Path("o"), batch_size=batch)
+        tc = _seeded(req, "object_set", None)
+        assert tc is not None and tc.batch_size == batch
+        assert tc.lr == pytest.approx(base.lr * scale)
+    assert _seeded(TrainRequest(stage="dynamics", data=Path("d"), out=Path("o")), "x", None) is None
+
+
 class Step(torch.nn.Module):
     """A dynamics that adds a fixed step (S,) to the current state, logit ``logit``."""
 

@@ -206,9 +206,15 @@ def _train_cfg(stage: str, cfg: AllStagesConfig, batch: int | None) -> TrainConf
         log_every=base.log_every if cfg.log_every is None else cfg.log_every,
     )
     if batch is not None and batch != base.batch_size:
-        scale = min(math.sqrt(batch / base.batch_size), cfg.lr_scale_max)
-        tc = dataclasses.replace(tc, batch_size=batch, lr=base.lr * scale, threads=0)
+        tc = dataclasses.replace(with_batch(tc, batch, cfg.lr_scale_max), threads=0)
     return tc
+
+
+def with_batch(tc: TrainConfig, batch: int, lr_scale_max: float = 2.0) -> TrainConfig:
+    """``tc`` at batch size ``batch``: the learning rate scaled by
+    ``min(sqrt(batch / tc.batch_size), lr_scale_max)`` (a smaller batch scales it down)."""
+    scale = min(math.sqrt(batch / tc.batch_size), lr_scale_max)
+    return dataclasses.replace(tc, batch_size=batch, lr=tc.lr * scale)
 
 
 def _stage_train(stage: str, cfg: AllStagesConfig) -> TrainConfig:
