@@ -108,10 +108,15 @@ def _recipe(tmp_path: Path, sizes: dict[str, str]) -> Path:
     return out
 
 
-def _small_and_done(out: Path) -> None:
-    """What comes back through the device's $OUT: a few small files, and the log's end."""
+def _small(out: Path) -> None:
+    """What comes back through the device's $OUT: at most 8 files, each under 16 MiB."""
     files = [f for f in out.rglob("*") if f.is_file()]
     assert len(files) <= 8 and max(f.stat().st_size for f in files) < 16 * 2**20
+
+
+def _small_and_done(out: Path) -> None:
+    """A few small files, and the log's end."""
+    _small(out)
     assert "done" in (out / "train.log").read_text()
 
 
@@ -187,7 +192,7 @@ def test_dynamics_arms_train_side_by_side_in_a_clean_venv(tmp_path: Path) -> Non
             config = json.load(tar.extractfile(f"{name}/config.json"))  # type: ignore[arg-type]
             metrics = json.load(tar.extractfile(f"{name}.json"))  # type: ignore[arg-type]
         assert config["dynamics"]["hidden"] == hidden and metrics["step"] >= steps
-    _small_and_done_arms(out)
+    _small(out)
     first = json.loads(_member(out / "wide.tar", "wide.json"))["step"]
     # RESUME=1 continues an arm in WORK to the new total, its config kept
     again = tmp_path / "again"
@@ -205,11 +210,6 @@ def _member(tar_path: Path, name: str) -> bytes:
         member = tar.extractfile(name)
         assert member is not None
         return member.read()
-
-
-def _small_and_done_arms(out: Path) -> None:
-    files = [f for f in out.rglob("*") if f.is_file()]
-    assert len(files) <= 8 and max(f.stat().st_size for f in files) < 16 * 2**20
 
 
 def test_dynamics_arms_refuse_a_malformed_arm_in_one_line(tmp_path: Path) -> None:
