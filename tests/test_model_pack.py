@@ -98,3 +98,25 @@ def test_loading_refuses_parts_that_do_not_fit(tmp_path: Path) -> None:
     with pytest.raises(ModelError, match="probe expects"):
         load_model_dir(d)
     load_model_dir(d, parts=("autoencoder", "dynamics"))  # the parts that do fit still load
+
+
+def test_a_packed_part_trained_further_names_where_it_started(tmp_path: Path) -> None:
+    from factory.model.checkpoint import update_provenance
+
+    origin = write_tiny_model_dir(tmp_path / "train")
+    update_provenance(origin, "dynamics", steps=100, wall_s=5.0)
+    shipped = tmp_path / "ship"
+    assert runner.invoke(app, ["model", "pack", str(shipped), "--from", str(origin)]).exit_code == 0
+    update_provenance(shipped, "dynamics", steps=40, wall_s=2.0)  # a warm start, trained on
+    prov = json.loads((shipped / "provenance.json").read_text())
+    assert set(prov["packed_from"]) == {"autoencoder", "probe"}  # the others are as packed
+    entry = prov["parts"]["dynamics"]
+    assert entry["steps"] == 40 and entry["init_from"]["dir"] == str(origin)
+    assert entry["init_from"]["steps"] == 100 and entry["init_from"]["wall_s"] == 5.0
+    update_provenance(shipped, "dynamics", steps=80)  # a later checkpoint keeps init_from
+    again = tmp_path / "again"
+    assert runner.invoke(app, ["model", "pack", str(again), "--from", str(shipped)]).exit_code == 0
+    prov = json.loads((again / "provenance.json").read_text())
+    assert prov["packed_from"]["dynamics"]["dir"] == str(shipped)
+    assert prov["parts"]["dynamics"]["steps"] == 80
+    assert prov["parts"]["dynamics"]["init_from"]["steps"] == 100

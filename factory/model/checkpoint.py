@@ -130,9 +130,14 @@ def read_provenance(model_dir: str | Path) -> dict[str, Any]:
 
 
 def update_provenance(model_dir: str | Path, part: str, **fields: Any) -> None:
-    """Record ``fields`` (steps, wall_s, data path, ...) for ``part`` in provenance.json."""
+    """Record ``fields`` (steps, wall_s, data path, ...) for ``part`` in provenance.json.
+
+    A part that came packed (``packed_from``) and is trained further here now comes from
+    this directory: its packed origin and that origin's record (steps, wall time) move to
+    the part's ``init_from``, the weights this training started from."""
     d = Path(model_dir)
     prov = read_provenance(d)
+    _trained_here(prov, part)
     prov.setdefault("created", _now())
     prov["git_commit"] = git_commit()
     if fields.get("data") is not None:
@@ -141,6 +146,19 @@ def update_provenance(model_dir: str | Path, part: str, **fields: Any) -> None:
     entry.update({k: v for k, v in fields.items() if k != "data" and v is not None})
     entry["saved_at"] = _now()
     _atomic_write_text(d / PROVENANCE_FILE, json.dumps(prov, indent=2, sort_keys=True))
+
+
+def _trained_here(prov: dict[str, Any], part: str) -> None:
+    """Move a packed part's origin to ``parts[part]["init_from"]`` (in place)."""
+    packed = prov.get("packed_from", {})
+    if part not in packed:
+        return
+    origin = dict(packed.pop(part))
+    if not packed:
+        del prov["packed_from"]
+    before = prov.setdefault("parts", {}).pop(part, {})
+    origin.update({k: v for k, v in before.items() if k != "init_from"})
+    prov["parts"][part] = {"init_from": origin}
 
 
 def save_part(
