@@ -235,7 +235,8 @@ def run_train(req: TrainRequest, on_progress: ProgressFn | None = None) -> dict[
     if kind == "object_set":
         object_set_stages.check_set_store(req.data)
     camera = camera_for(req, kind)
-    data = load_episode_data(req.data, need_task_state=need_task, camera=camera)
+    pixels = not (kind in STATE_KINDS and req.stage == "dynamics")  # state in, state out
+    data = load_episode_data(req.data, need_task_state=need_task, camera=camera, frames=pixels)
     config = _config_for_kind(req, data, kind)
     if kind in STATE_KINDS and req.overrides:
         config = with_overrides(config, req.overrides)  # checked above

@@ -209,6 +209,32 @@ def test_train_one_stage_picks_object_set_for_a_pile_store(
     assert_one_line_error(runner.invoke(app, ["train", "heads", *base]), "object_set", "valid")
 
 
+def test_the_dynamics_stage_loads_no_pixels(
+    pile_store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from factory.train import data as data_mod
+
+    full = data_mod.load_episode_data(pile_store, need_task_state=True)
+    lean = data_mod.load_episode_data(pile_store, need_task_state=True, frames=False)
+    assert lean.frames.shape == full.frames.shape and lean.frames.dtype == np.uint8
+    assert lean.frames.strides[0] == 0 and not lean.frames.any()  # a view: no memory
+    assert full.frames.any()
+    for key in ("actions", "state", "task_state", "episode_ends"):
+        np.testing.assert_array_equal(getattr(lean, key), getattr(full, key))
+    asked: list[tuple[str, bool]] = []
+
+    def spy(*args: Any, **kw: Any) -> Any:
+        data = data_mod.load_episode_data(*args, **kw)
+        asked.append((stage, bool(data.frames.any())))
+        return data
+
+    monkeypatch.setattr("pipelines.train.load_episode_data", spy)
+    base = ["--data", str(pile_store), "--out", str(tmp_path / "m"), "--steps", "1"]
+    for stage in ("renderer", "dynamics", "reader"):
+        _ok(["train", stage, *base, "--device", "cpu"])
+    assert asked == [("renderer", True), ("dynamics", False), ("reader", True)]
+
+
 def test_set_configures_a_fresh_object_set_model(pile_store: Path, tmp_path: Path) -> None:
     out = tmp_path / "layered"
     base = ["--data", str(pile_store), "--out", str(out), "--steps", "1", "--device", "cpu"]

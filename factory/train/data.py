@@ -177,11 +177,13 @@ def camera_key(store: EpisodeStore, camera: str) -> str:
 
 
 def load_episode_data(
-    path: Path, need_task_state: bool = False, camera: str = MAIN_CAMERA
+    path: Path, need_task_state: bool = False, camera: str = MAIN_CAMERA, frames: bool = True
 ) -> EpisodeData:
     """The whole store in RAM as :class:`EpisodeData` (images, actions, state, task_state);
     ``frames`` are ``camera``'s (:func:`camera_key`: the main one's ``data/image`` by
-    default)."""
+    default). ``frames=False`` is for stages that never read pixels (a state kind's
+    dynamics): the frames are then a zero-stride all-zero view of the store's shape (N, H,
+    W, 3), no memory, instead of N frames in RAM (8.8 GB for 1,600 pile episodes)."""
     with EpisodeStore.open(path, mode="r") as store:
         keys = store.schema.keys
         if "image" not in keys:
@@ -195,8 +197,11 @@ def load_episode_data(
         if store.n_episodes == 0:
             raise FactoryError(f"{path} holds no episodes")
         labelled = "task_state" in keys and _ground_truth_labels(store, need_task_state)
-        wanted = [frames_key, "action", "state"] + (["task_state"] if labelled else [])
-        arrays = store.load(wanted)
+        wanted = ([frames_key] if frames else []) + ["action", "state"]
+        arrays = store.load(wanted + (["task_state"] if labelled else []))
+        if not frames:
+            shape = (store.n_frames, *store.schema.keys[frames_key].shape)
+            arrays[frames_key] = np.broadcast_to(np.zeros((1, *shape[1:]), np.uint8), shape)
         ends = np.asarray(store.episode_ends)
         env = store.attrs.get("env")
     return EpisodeData(
