@@ -60,10 +60,14 @@ def spread(values: list[float]) -> dict[str, Any]:
 def read_run(path: Path, arm: str, label: str) -> dict[str, Any]:
     """One run's final real and in-model success of R, G and M; ValueError if absent."""
     try:
-        res = json.loads(path.read_text())
+        text = path.read_text()
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot read it ({exc.strerror})") from None
+    try:
+        res = json.loads(text)
         real = res["arms"][arm]["real_success"]
         model = res["arms"][arm]["model_success"]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+    except (ValueError, KeyError, TypeError) as exc:
         raise ValueError(
             f"{path}: not a zero_real_data results JSON with arm {arm!r} ({exc})"
         ) from None
@@ -107,6 +111,12 @@ def main(argv: list[str] | None = None) -> int:
         runs = [read_run(p, args.arm, lab) for p, lab in zip(args.results, labels, strict=True)]
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 2
+    sizes = sorted({str(r["n"]) for r in runs})
+    if len(sizes) > 1:  # R, G and M of other sizes are other quantities
+        print(
+            f"error: the runs differ in N (demos per dataset): {', '.join(sizes)}", file=sys.stderr
+        )
         return 2
     print(json.dumps({"arm": args.arm, "runs": runs, "summary": summary(runs)}, indent=2))
     return 0

@@ -13,9 +13,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 import zero_real_seeds as zrs
 
 
-def write_run(path: Path, r: float, g: float, m: float, seed: int) -> Path:
+def write_run(path: Path, r: float, g: float, m: float, seed: int, n: int = 100) -> Path:
     res = {
-        "config": {"train_seed": seed, "n": 100},
+        "config": {"train_seed": seed, "n": n},
         "arms": {
             "state": {
                 "real_success": {"R": r, "G": g, "M": m},
@@ -71,3 +71,7 @@ def test_a_file_that_is_not_a_run_is_one_line_and_exit_2(
     assert len(err) == 1 and "not a zero_real_data results JSON" in err[0]
     assert zrs.main([str(good), "--labels", "x,y"]) == 2
     assert zrs.main([str(tmp_path / "missing.json")]) == 2
+    assert "cannot read it" in capsys.readouterr().err
+    other_n = write_run(tmp_path / "c.json", 0.5, 0.5, 0.5, 1001, n=30)
+    assert zrs.main([str(good), str(other_n)]) == 2
+    assert "differ in N" in capsys.readouterr().err
