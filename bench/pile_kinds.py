@@ -100,6 +100,8 @@ def _fidelity_row(fid: dict[str, Any]) -> dict[str, Any]:
         "disc_err_px",
         "count_gap",
         "real_count_gap",
+        "face_count_gap",
+        "real_face_count_gap",
         "centroid_gap_px",
     ):
         row.update({f"{key}_h{h}": hor[h].get(key) for h in HORIZONS})  # fmt: skip

@@ -60,6 +60,7 @@ PILE_COLUMNS = {
     "swept err": ("swept_err", None),
     "disc err px": ("disc_err_px", None),
     "count gap (real)": ("count_gap", "real_count_gap"),
+    "face count gap (real)": ("face_count_gap", "real_face_count_gap"),
     "centroid gap px (real)": ("centroid_gap_px", "real_centroid_gap_px"),
 }
 """Column title -> (the row's key, the key shown in brackets beside it)."""

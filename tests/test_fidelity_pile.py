@@ -76,6 +76,7 @@ def test_the_ground_truth_scores_every_best_value(perfect: PileStandIn, store: P
         assert row["disc_iou_top"] == row["disc_iou_side"] == row["agent_iou"] == 1.0, h
         assert row["swept_err"] == 0.0 and row["disc_err_px"] < 1e-3, h
         assert row["count_gap"] == row["real_count_gap"], h
+        assert row["face_count_gap"] == row["real_face_count_gap"], h
         assert row["centroid_gap_px"] == pytest.approx(row["real_centroid_gap_px"]), h
     assert r["horizons"]["10"]["copy_disc_iou_top"] < 0.9
     far = r["horizons"]["50"]

@@ -15,17 +15,30 @@ total distance (:func:`match_discs`; scipy is not a dependency, so the Hungarian
 is here, in numpy: a greedy nearest match overstates the error once discs have moved
 farther than half their spacing).
 
-Counting from a frame alone (:func:`frame_discs`): every pixel at least
-:data:`MEMBER` disc, and its 8 neighbours (the faint rim), is worth its coverage divided
-by one disc's area at its place (the side camera's perspective makes a far disc smaller;
-:func:`disc_area_table`), and the count is their sum, rounded (a faint speck of disc
-colour far from any disc does not count). Two discs whose silhouettes touch form one 4-connected
-component but still count two by area; a disc hidden behind another (the side view) or
-under the agent (both views) is not seen, so such a view counts fewer. Each pixel is
-mapped back to the board through the camera geometry (top: the linear scale; side: its
-ray to the plane at half a disc's height), and the view's disc centroid is the
-worth-weighted mean. This uses the renderer's known cameras, which only an evaluation
-may do.
+Counting from a frame alone (:func:`frame_discs`), in two ways:
+
+- **By silhouettes** (the default): every pixel at least :data:`MEMBER` disc, and its 8
+  neighbours (the faint rim), is worth its disc coverage divided by one disc's area at its
+  place (the side camera's perspective makes a far disc smaller; :func:`disc_area_table`),
+  and the count is their sum, rounded (a faint speck of disc colour far from any disc does
+  not count). Two discs whose silhouettes touch form one 4-connected component but still
+  count two by area. A disc under the agent is not seen, and in the side view the nearer
+  pucks hide the silhouettes behind them, so on real frames the side view counts 2 to 3
+  discs fewer than the top view.
+- **By top faces** (``faces=True``): the same sum over each disc's top face only: from
+  above the whole disc, from the side only the puck's lit top ellipse
+  (:func:`face_coverage`; its shaded side is not face). Discs never overlap on the board,
+  so their top faces, all at one height, never hide one another: a puck's side hides the
+  pucks behind it only below their top faces. On real frames the two views then disagree
+  by about half a disc. The price: the lit top is told from the shaded side by colour, and
+  a soft render blends the shaded edges towards the lit colour, so it reads as more face
+  (on real side views of 30 discs, a 3 x 3 blur adds about 4 discs to the face count and
+  takes under 1 from the silhouette count).
+
+Each counted pixel is mapped back to the board through the camera geometry (top: the
+linear scale; side: its ray to the plane at half a disc's height), and the view's disc
+centroid is the worth-weighted mean of the silhouette pixels. This uses the renderer's
+known cameras, which only an evaluation may do.
 """
 
 from __future__ import annotations
@@ -50,6 +63,10 @@ PALETTES: dict[str, tuple[tuple[tuple[float, ...], ...], tuple[bool, ...]]] = {
 }
 """Per camera: its colours and which of them are disc colours."""
 
+FACE_PALETTES = PALETTES | {"side": (PALETTES["side"][0], (False,) * 6 + (True, False))}
+"""Per camera: which colours are a disc's top face (the side view's lit top, not its
+shaded side)."""
+
 
 def _check_view(view: str) -> None:
     if view not in PALETTES:
@@ -58,25 +75,27 @@ def _check_view(view: str) -> None:
 
 # -- disc masks ----------------------------------------------------------------------------
 @functools.lru_cache(maxsize=4)
-def _segments(view: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _segments(view: str, faces: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Every pair of ``view``'s palette colours: starts (P, 3), directions (P, 3), and the
-    disc weight (P, 2) of each end (1 for a disc colour)."""
-    colours, is_disc = PALETTES[view]
+    disc weight (P, 2) of each end (1 for a disc colour, or with ``faces`` for a top-face
+    colour)."""
+    colours, is_disc = (FACE_PALETTES if faces else PALETTES)[view]
     pal, w = np.asarray(colours, np.float32), np.asarray(is_disc, np.float32)
     i, j = np.triu_indices(len(pal), k=1)
     return pal[i], pal[j] - pal[i], np.stack([w[i], w[j]], axis=-1)
 
 
-def disc_coverage(frames: np.ndarray, view: str) -> np.ndarray:
+def disc_coverage(frames: np.ndarray, view: str, faces: bool = False) -> np.ndarray:
     """How much of each pixel is disc, (..., H, W) float32 in [0, 1], of frames
     (..., H, W, 3) uint8 of camera ``view``.
 
     Each pixel is read as a mix of the two palette colours whose segment passes nearest
     its colour (an anti-aliased edge is such a mix, and so, roughly, is a blurred one):
     its disc weight is that mix's share of disc colour. A pure palette colour reads 0 or 1.
+    With ``faces``, only a disc's top face is disc (:func:`face_coverage`).
     """
     _check_view(view)
-    start, direction, weight = _segments(view)
+    start, direction, weight = _segments(view, faces)
     f = np.asarray(frames, np.float32)  # (..., H, W, 3)
     dd = (direction * direction).sum(-1)  # (P,)
     rel_d = f @ direction.T - (start * direction).sum(-1)  # (f - start) . direction
@@ -86,6 +105,12 @@ def disc_coverage(frames: np.ndarray, view: str) -> np.ndarray:
     best = np.argmin(resid, axis=-1)
     t = np.take_along_axis(t, best[..., None], axis=-1)[..., 0]
     return np.asarray(weight[best, 0] * (1.0 - t) + weight[best, 1] * t, np.float32)
+
+
+def face_coverage(frames: np.ndarray, view: str) -> np.ndarray:
+    """How much of each pixel is a disc's top face, (..., H, W) float32 in [0, 1], of
+    frames (..., H, W, 3) uint8: the whole disc from above, the lit top from the side."""
+    return disc_coverage(frames, view, faces=True)
 
 
 def disc_mask(frames: np.ndarray, view: str) -> np.ndarray:
@@ -207,9 +232,12 @@ def components(mask: np.ndarray) -> tuple[np.ndarray, int]:
     return out, len(uniq)
 
 
-def pixel_to_board(pixels: np.ndarray, view: str, resolution: int) -> np.ndarray:
+def pixel_to_board(
+    pixels: np.ndarray, view: str, resolution: int, height: float = pr.DISC_HEIGHT / 2
+) -> np.ndarray:
     """Image points (..., 2) (col, row; pixel centres at +0.5) -> board xy (..., 2): the
-    top camera's scale, or the side camera's ray to the plane at half a disc's height."""
+    top camera's scale, or the side camera's ray to the plane ``height`` board px above
+    the floor (by default half a disc's height; the top faces are at a whole one)."""
     _check_view(view)
     px = np.asarray(pixels, np.float64)
     if view == "top":
@@ -218,18 +246,19 @@ def pixel_to_board(pixels: np.ndarray, view: str, resolution: int) -> np.ndarray
     x = (px[..., 0] - cam.principal[0]) / cam.focal
     y = -(px[..., 1] - cam.principal[1]) / cam.focal
     rays = x[..., None] * cam.basis[0] + y[..., None] * cam.basis[1] + cam.basis[2]
-    t = (pr.DISC_HEIGHT / 2 - cam.centre[2]) / rays[..., 2]
+    t = (height - cam.centre[2]) / rays[..., 2]
     return np.asarray(cam.centre[:2] + t[..., None] * rays[..., :2])
 
 
 MEMBER = 0.25
-"""A pixel at least this much disc is counted, with its 8 neighbours."""
+"""A pixel at least this much disc (or top face) is counted, with its 8 neighbours."""
 
 
-def _member_coverage(frame: np.ndarray, view: str) -> np.ndarray:
-    """Disc coverage (H, W) of one frame on the pixels at least :data:`MEMBER` disc and
-    their 8 neighbours (a disc's faint anti-aliased rim), zero elsewhere."""
-    cover = disc_coverage(frame, view)
+def _member_coverage(frame: np.ndarray, view: str, faces: bool) -> np.ndarray:
+    """Top-face (``faces``) or whole-disc coverage (H, W) of one frame on the pixels at
+    least :data:`MEMBER` covered and their 8 neighbours (the faint anti-aliased rim), zero
+    elsewhere."""
+    cover = disc_coverage(frame, view, faces)
     core = np.pad(cover >= MEMBER, 1)
     h, w = cover.shape
     near = np.zeros((h, w), bool)
@@ -240,46 +269,62 @@ def _member_coverage(frame: np.ndarray, view: str) -> np.ndarray:
 
 
 @functools.lru_cache(maxsize=16)
-def disc_area_table(view: str, resolution: int) -> tuple[np.ndarray, np.ndarray]:
-    """One disc's summed coverage in px by board y: (ys (Y,), areas (Y,)), each the mean
-    over three x positions of a lone disc rendered by :mod:`pile_render` (the agent far
-    off), measured as :func:`frame_discs` measures a component."""
+def disc_area_table(
+    view: str, resolution: int, faces: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
+    """One disc's summed face (or whole-disc) coverage in px by board y: (ys (Y,), areas
+    (Y,)), each the mean over three x positions of a lone disc rendered by
+    :mod:`pile_render` (the agent far off), measured as :func:`frame_discs` measures it."""
     _check_view(view)
     lo, hi = geo.WALL + geo.DISC_RADIUS, geo.BOARD_SIZE - geo.WALL - geo.DISC_RADIUS
     ys = np.linspace(lo, hi, 17)
     agent = np.array([geo.BOARD_SIZE - 30.0, 30.0])
     render = pr.render_top if view == "top" else pr.render_side
     areas = [
-        np.mean([_member_coverage(render(agent, np.array([[x, y]]), resolution), view).sum()
+        np.mean([_member_coverage(render(agent, np.array([[x, y]]), resolution), view, faces).sum()
                  for x in (180.0, 256.0, 332.0)])
         for y in ys
     ]  # fmt: skip
     return ys, np.asarray(areas, np.float64)
 
 
-def frame_discs(frame: np.ndarray, view: str) -> FrameDiscs:
-    """The discs one frame (R, R, 3) of ``view`` shows: count and centroid (see module)."""
-    cover = _member_coverage(frame, view)
+def _read(frame: np.ndarray, view: str, faces: bool) -> tuple[float, np.ndarray, int]:
+    """The estimate, centroid (2,) and component count of one frame's face (``faces``) or
+    silhouette coverage (see module)."""
+    cover = _member_coverage(frame, view, faces)  # (R, R)
     res = cover.shape[0]
     _, n = components(cover > 0)
     if n == 0:
-        return FrameDiscs(0, 0.0, np.full(2, np.nan), 0)
+        return 0.0, np.full(2, np.nan), 0
     rows, cols = np.nonzero(cover > 0)
-    board = pixel_to_board(np.stack([cols + 0.5, rows + 0.5], axis=-1), view, res)  # (P, 2)
-    ys, areas = disc_area_table(view, res)
+    height = pr.DISC_HEIGHT if faces else pr.DISC_HEIGHT / 2
+    board = pixel_to_board(np.stack([cols + 0.5, rows + 0.5], -1), view, res, height)  # (P, 2)
+    ys, areas = disc_area_table(view, res, faces)
     worth = cover[rows, cols] / np.interp(board[:, 1], ys, areas)  # discs per pixel
     estimate = float(worth.sum())
-    centroid = (worth[:, None] * board).sum(axis=0) / estimate
+    return estimate, (worth[:, None] * board).sum(axis=0) / estimate, n
+
+
+def frame_discs(frame: np.ndarray, view: str, faces: bool = False) -> FrameDiscs:
+    """The discs one frame (R, R, 3) of ``view`` shows (see module): the count by their
+    whole silhouettes (which the side view's nearer pucks hide) or, with ``faces``, by
+    their top faces; the centroid and components always by silhouettes (a lone puck's lit
+    top, read apart from its shaded side by colour, sits a few board px off its centre in
+    the side view)."""
+    whole, centroid, n = _read(frame, view, faces=False)
+    estimate = _read(frame, view, faces=True)[0] if faces else whole
     return FrameDiscs(round(estimate), estimate, centroid, n)
 
 
-def cross_view(top: np.ndarray, side: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def cross_view(
+    top: np.ndarray, side: np.ndarray, faces: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
     """Per frame: |count_top - count_side| (E,) and the distance (E,) in board px between
     the centroids the two views imply (NaN where a view shows no disc), of matching
-    frames top (E, R, R, 3) and side (E, R', R', 3)."""
+    frames top (E, R, R, 3) and side (E, R', R', 3), counted by :func:`frame_discs`."""
     gaps, dists = [], []
     for t, s in zip(top, side, strict=True):
-        a, b = frame_discs(t, "top"), frame_discs(s, "side")
+        a, b = frame_discs(t, "top", faces), frame_discs(s, "side", faces)
         gaps.append(abs(a.count - b.count))
         dists.append(float(np.linalg.norm(a.centroid - b.centroid)))
     return np.asarray(gaps, np.float64), np.asarray(dists, np.float64)
