@@ -36,8 +36,9 @@ Counting from a frame alone (:func:`frame_discs`), in two ways:
   takes under 1 from the silhouette count).
 
 Each counted pixel is mapped back to the board through the camera geometry (top: the
-linear scale; side: its ray to the plane at half a disc's height), and the view's disc
-centroid is the worth-weighted mean of the silhouette pixels. This uses the renderer's
+linear scale; side: its ray to the plane at half a disc's height for a silhouette pixel,
+at a whole disc's height for a top-face pixel), and the view's disc centroid is the
+worth-weighted mean of the silhouette pixels. This uses the renderer's
 known cameras, which only an evaluation may do.
 """
 
