@@ -212,6 +212,19 @@ def test_a_seeded_pile_counts_in_both_views() -> None:
         assert np.linalg.norm(side.centroid - discs.mean(0)) < 2.0
 
 
+def test_a_soft_render_reads_more_face() -> None:
+    """The face counter's price: a 3 x 3 blur of a side view blends the pucks' shaded
+    sides towards their lit tops, so a dense pile reads at least 3 discs more face (4 to
+    7 on seeds 0 to 7), while the silhouette count moves by under 2 (it loses 1 to 1.5)."""
+    for seed in range(3):
+        agent, discs = pile_layout(seed, 30)
+        side = _views(discs, tuple(agent))["side"]
+        sharp, soft = (pm.frame_discs(f, "side", faces=True) for f in (side, _blur(side)))
+        assert soft.estimate >= sharp.estimate + 3.0, seed
+        whole = [pm.frame_discs(f, "side").estimate for f in (side, _blur(side))]
+        assert abs(whole[1] - whole[0]) < 2.0, seed
+
+
 def test_a_blurred_render_still_reads() -> None:
     """A 3 x 3 blur keeps the top view's count within one disc and its IoU high."""
     agent, discs = pile_layout(1, 30)

@@ -32,14 +32,14 @@ Counting from a frame alone (:func:`frame_discs`), in two ways:
   pucks behind it only below their top faces. On real frames the two views then disagree
   by about half a disc. The price: the lit top is told from the shaded side by colour, and
   a soft render blends the shaded edges towards the lit colour, so it reads as more face
-  (on real side views of 30 discs, a 3 x 3 blur adds about 4 discs to the face count and
-  takes under 1 from the silhouette count).
+  (on dense piles of 30 discs, a 3 x 3 blur adds 4 to 7 discs to the face count and takes
+  1 to 1.5 from the silhouette count).
 
 Each counted pixel is mapped back to the board through the camera geometry (top: the
 linear scale; side: its ray to the plane at half a disc's height for a silhouette pixel,
 at a whole disc's height for a top-face pixel), and the view's disc centroid is the
-worth-weighted mean of the silhouette pixels. This uses the renderer's
-known cameras, which only an evaluation may do.
+worth-weighted mean of the silhouette pixels. This uses the renderer's known cameras,
+which only an evaluation may do.
 """
 
 from __future__ import annotations
