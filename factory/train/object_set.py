@@ -6,7 +6,8 @@ Each part's module returns ``(loss, logs)`` and every stage runs through the one
 - ``renderer``: every camera's frames (the store's ``image`` and ``image_<cam>``) against
   their true states. A fresh renderer starts each camera's background at the per-pixel
   median of its frames and its homography at a least-squares fit to where the agent is
-  seen when it alone moves (:func:`fit_camera`).
+  seen when it alone moves (:func:`fit_camera`), its layers' lift at ``lift_start``
+  (:meth:`CameraRenderer.start_lift`).
 - ``dynamics``: the agent's linear map is fitted by least squares on up to 50,000
   transitions (then frozen), then the interaction network trains on self-unrolled windows
   (the unroll grows over the budget); ``motion_frac`` of the windows are drawn from those
@@ -196,6 +197,7 @@ def _renderer_step(module: SetRenderer, st: PartData) -> StepFn:
             with torch.no_grad():
                 cam.background.copy_(_to_float(frames, sample, "cpu").median(dim=0).values)
             used = fit_camera(cam, frames, st.states, pairs, module.cfg.board)
+            cam.start_lift()
             log.info("camera %s: homography fitted on %d agent moves", name, used)
 
     def step_fn(ls: LoopState) -> dict[str, Tensor]:

@@ -6,6 +6,7 @@ in board px (the store's ``state`` + ``task_state``): K = 2 N task-state entries
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -80,7 +81,15 @@ class SetRendererConfig:
     projection's third column, ``lift``), so a layer's shift varies over the board as the
     camera's perspective does; what each layer holds is learned. ``layers`` 1 is a flat
     sprite on the plane. ``supersample`` 1 and ``layers`` 1 are the version-1 renderer
-    (``models/pile`` before 2026-12-04)."""
+    (``models/pile`` before 2026-12-04).
+
+    ``lift_start``: board px; a fresh camera's top layer starts that far above its bottom
+    one, up being toward the camera as a pinhole fitted to its homography has it
+    (:func:`~factory.model.object_set.homography.vertical_lift`); 0 starts every layer on
+    one plane (the renderers before 2026-12-07), whose lift may then learn either way.
+    ``fg_weight``: the loss weighs a camera's pixels that differ from its background, and
+    their 8 neighbours, ``1 + fg_weight`` times the rest (0: plain MSE); a pile's discs
+    cover a few hundredths of a frame."""
 
     image_size: tuple[int, int] = (96, 96)
     board: float = 512.0
@@ -92,6 +101,8 @@ class SetRendererConfig:
     homography_step: float = 0.01
     supersample: int = 1
     layers: int = 1
+    lift_start: float = 0.0
+    fg_weight: float = 0.0
 
     def __post_init__(self) -> None:
         if not (isinstance(self.supersample, int) and self.supersample >= 1):
@@ -100,6 +111,10 @@ class SetRendererConfig:
             )
         if not (isinstance(self.layers, int) and self.layers >= 1):
             raise ValueError(f"renderer.layers must be an integer >= 1, got {self.layers!r}")
+        for name in ("lift_start", "fg_weight"):
+            value = getattr(self, name)
+            if not (isinstance(value, int | float) and math.isfinite(value) and value >= 0):
+                raise ValueError(f"renderer.{name} must be a number >= 0, got {value!r}")
 
 
 @dataclass(frozen=True)

@@ -84,3 +84,33 @@ def moved_blob_centres(
     total = weight.sum(axis=(1, 2))
     centre = np.einsum("mhw,hwc->mc", weight, grid) / np.maximum(total, 1e-9)[:, None]
     return centre, (weight > 0).sum(axis=(1, 2)) >= 3
+
+
+def vertical_lift(g: np.ndarray, eps: float = 1e-9) -> np.ndarray:
+    """How a unit of height moves the camera whose pixel -> board homography is ``g``
+    (3, 3): the column (3,) that, added ``h`` times to the last column of its board ->
+    pixel homography ``g^-1`` (as given, unnormalised), maps the plane ``h`` board units
+    (``h`` board / 2 px) above the board, up being the camera's side of it. Zeros when
+    ``g`` shows no perspective (a camera looking straight down at the board, or an affine
+    one): then no pinhole fits it.
+
+    A pinhole ``g^-1 = s K [r1 r2 t]`` with square pixels and its principal point at the
+    image centre, ``K = diag(f, f, 1)``: ``r1`` and ``r2`` orthonormal give ``f`` (least
+    squares over both conditions), and the lift is ``s K (r1 x r2)``, the vertical's
+    vanishing point, signed so that the camera's centre lies above the board. A start for
+    a learned lift, not a calibration: a principal point elsewhere tilts it."""
+    to_pixel = np.linalg.inv(np.asarray(g, np.float64))
+    sign = 1.0 if to_pixel[2, 2] > 0 else -1.0  # the board's centre in front: t_z > 0
+    a, b, c = (sign * to_pixel[:, k] for k in range(3))
+    p = np.array([a[0] * b[0] + a[1] * b[1], a[:2] @ a[:2] - b[:2] @ b[:2]])
+    q = np.array([a[2] * b[2], a[2] ** 2 - b[2] ** 2])
+    inv_f2 = -float(p @ q) / max(float(p @ p), eps)  # 1 / f^2 from p / f^2 + q = 0
+    if inv_f2 <= eps:
+        return np.zeros(3)
+    k_inv = np.array([np.sqrt(inv_f2), np.sqrt(inv_f2), 1.0])
+    r1, r2, t = k_inv * a, k_inv * b, k_inv * c
+    scale = np.sqrt(np.linalg.norm(r1) * np.linalg.norm(r2))  # s
+    r3 = np.cross(r1 / np.linalg.norm(r1), r2 / np.linalg.norm(r2))
+    if r3 @ t > 0:  # the camera's centre -R^T t must lie at positive height
+        r3 = -r3
+    return sign * scale * r3 / k_inv

@@ -22,7 +22,7 @@ from torch import Tensor, nn
 
 from factory.model.object_set.composite import composite
 from factory.model.object_set.config import SetRendererConfig
-from factory.model.object_set.homography import apply, plane_depth
+from factory.model.object_set.homography import apply, plane_depth, vertical_lift
 from factory.model.object_state.renderer import Sprite
 
 FAR = 1e6
@@ -88,6 +88,25 @@ class CameraRenderer(nn.Module):
         g = torch.as_tensor(np.asarray(g), dtype=torch.float32)
         self.h_base.copy_(g / g[2, 2])
         self.h_raw.zero_()
+
+    @torch.no_grad()
+    def start_lift(self) -> None:
+        """Start the layers' lift ``cfg.lift_start`` board px up (toward the camera, as
+        :func:`vertical_lift` finds it from the homography); a flat sprite has none."""
+        if self.cfg.layers == 1:
+            return
+        lift = vertical_lift(self.homography().cpu().numpy()) * (
+            self.cfg.lift_start / (self.cfg.board / 2)
+        )
+        self.lift_raw.copy_(torch.as_tensor(lift / self.cfg.homography_step))
+
+    @torch.no_grad()
+    def rise(self) -> Tensor:
+        """() px: how far up the image the top layer's plane shows the board's centre
+        above the bottom one's (negative: down)."""
+        centre = torch.zeros(1, 2, device=self.h_raw.device)
+        rows = [apply(self.plane(height)[1], centre)[0][0, 1] for height in (0.0, 1.0)]
+        return (rows[0] - rows[1]) / 2 * self.cfg.image_size[0]
 
     def depths(self, state: Tensor) -> Tensor:
         """(B, N + 1) depth of every disc, then the agent, along the camera's axis."""
@@ -202,18 +221,40 @@ class SetRenderer(nn.Module):
     def loss(
         self, state: Tensor, frames: dict[str, Tensor], progress: float = 1.0
     ) -> tuple[Tensor, dict[str, Tensor]]:
-        """MSE against each camera's frames (B, 3, H, W) in [0, 1] (summed over cameras),
-        plus the opacity prior, which ramps in over the second half of training
-        (``progress`` in [0, 1]); logs each camera's PSNR."""
+        """Squared error against each camera's frames (B, 3, H, W) in [0, 1], its pixels
+        weighed by :func:`foreground_weights` and normalised to their mean (plain MSE with
+        ``fg_weight`` 0), summed over cameras, plus the opacity prior, which ramps in over
+        the second half of training (``progress`` in [0, 1]); logs each camera's PSNR
+        (of the plain MSE)."""
         loss = state.new_zeros(())
         logs: dict[str, Tensor] = {}
         ramp = min(max(2.0 * progress - 1.0, 0.0), 1.0)
         for name, target in frames.items():
             cam = self.camera(name)
-            mse = ((cam(state) - target) ** 2).mean()
-            loss = loss + mse + self.cfg.binary_weight * ramp * cam.binary()
-            logs[f"psnr_{name}"] = -10 * torch.log10(mse.detach())
+            se = ((cam(state) - target) ** 2).mean(dim=1)  # (B, H, W)
+            weight = foreground_weights(target, cam.background.detach(), self.cfg.fg_weight)
+            fit = (weight * se).mean() / weight.mean()
+            loss = loss + fit + self.cfg.binary_weight * ramp * cam.binary()
+            logs[f"psnr_{name}"] = -10 * torch.log10(se.detach().mean())
+            if self.cfg.layers > 1:
+                logs[f"rise_{name}"] = cam.rise()
         return loss, logs
+
+
+FOREGROUND = 0.1
+"""A pixel is foreground when some channel differs from the background by this much."""
+
+
+def foreground_weights(target: Tensor, background: Tensor, fg_weight: float) -> Tensor:
+    """(B, H, W) loss weights of frames target (B, 3, H, W) over ``background`` (3, H, W):
+    ``1 + fg_weight`` on the pixels some channel of which differs from the background by
+    at least :data:`FOREGROUND`, and on their 8 neighbours (where a misplaced edge
+    shows), 1 elsewhere."""
+    if fg_weight == 0:
+        return target.new_ones(target.shape[0], *target.shape[2:])
+    fg = ((target - background).abs().amax(dim=1, keepdim=True) >= FOREGROUND).float()
+    near = torch.nn.functional.max_pool2d(fg, 3, stride=1, padding=1)[:, 0]
+    return 1.0 + fg_weight * near
 
 
 def _reach(sprite: Sprite, threshold: float = 1e-3) -> float:
