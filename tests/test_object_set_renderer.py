@@ -20,6 +20,7 @@ from factory.envs import pile_render as pr
 from factory.model.object_set.config import SetRendererConfig
 from factory.model.object_set.homography import fit_homography, vertical_lift
 from factory.model.object_set.renderer import (
+    HEIGHT_STEP,
     CameraRenderer,
     SetRenderer,
     _reach,
@@ -216,3 +217,24 @@ def test_the_rise_is_the_top_layers_height_in_the_image() -> None:
     with torch.no_grad():
         _, logs = ren.loss(STATE, {"side": ren(STATE)})
     assert float(logs["rise_side"]) == pytest.approx(float(cam.rise()))
+
+
+def test_learned_heights_move_each_kinds_layers_apart() -> None:
+    """``learn_heights``: the disc's and the agent's layers start at 0 .. 1 (the frames of
+    the renderer without it) and each kind's move alone: raising the disc's top layer
+    moves the disc's top in the image and leaves the agent's."""
+    plain, learned = _camera(layers=2), _camera(layers=2, learn_heights=True)
+    learned.load_state_dict(plain.state_dict(), strict=False)
+    shift = torch.tensor([0.0, -4.0 / SIZE * 2, 0.0]) / plain.cfg.homography_step
+    with torch.no_grad():
+        for cam in (plain, learned):
+            cam.lift_raw.copy_(shift)  # a unit of height: 4 px up
+        torch.testing.assert_close(learned(STATE), plain(STATE))
+        learned.heights_raw[0, 1] = -0.5 / HEIGHT_STEP  # the disc's top: half as high
+        img = learned(STATE)[0]
+    assert float(learned.rise()) == pytest.approx(2.0, abs=1e-3)
+    disc_px = (STATE[0, 2:4] * SIZE / geo.BOARD_SIZE).long()
+    col, row = int(disc_px[0]), int(disc_px[1])
+    assert img[2, row - 2, col] > 0.85 and img[2, row - 4, col] < 0.6  # the top, 2 px up
+    torch.testing.assert_close(img[:, :8, :8], plain(STATE)[0, :, :8, :8])  # the agent
+    assert "heights_raw" not in plain.state_dict()

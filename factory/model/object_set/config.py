@@ -89,7 +89,10 @@ class SetRendererConfig:
     one plane (the renderers before 2026-12-07), whose lift may then learn either way.
     ``fg_weight``: the loss weighs a camera's pixels that differ from its background, and
     their 8 neighbours, ``1 + fg_weight`` times the rest (0: plain MSE); a pile's discs
-    cover a few hundredths of a frame."""
+    cover a few hundredths of a frame. ``learn_heights``: each kind of object (disc,
+    agent) learns its own layers' heights, in units of the lift, from 0 .. 1 evenly;
+    False: every kind's layers at 0 .. 1 (the renderers before 2026-12-07), so a disc's
+    top layer and the agent's share one plane whatever their heights."""
 
     image_size: tuple[int, int] = (96, 96)
     board: float = 512.0
@@ -103,6 +106,7 @@ class SetRendererConfig:
     layers: int = 1
     lift_start: float = 0.0
     fg_weight: float = 0.0
+    learn_heights: bool = False
 
     def __post_init__(self) -> None:
         if not (isinstance(self.supersample, int) and self.supersample >= 1):

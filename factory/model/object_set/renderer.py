@@ -28,6 +28,11 @@ from factory.model.object_state.renderer import Sprite
 FAR = 1e6
 """Board px given to pixels whose ray misses the board plane (no sprite reaches there)."""
 
+HEIGHT_STEP = 0.1
+"""A learned layer height moves this many units of lift per unit of its raw parameter."""
+
+KINDS = ("disc", "agent")
+
 
 class CameraRenderer(nn.Module):
     """``forward(state)`` (B, 2 + 2 N) -> frames (B, 3, H, W) float in [0, 1]."""
@@ -51,20 +56,22 @@ class CameraRenderer(nn.Module):
         )
         if upper:
             self.lift_raw = nn.Parameter(torch.zeros(3))
+        if upper and cfg.learn_heights:  # per kind (disc, agent) and layer, from 0 .. 1
+            self.heights_raw = nn.Parameter(torch.zeros(len(KINDS), cfg.layers))
 
     def homography(self) -> Tensor:
         """(3, 3) pixel -> board homography in unit coordinates."""
         delta = torch.cat([self.h_raw, self.h_raw.new_zeros(1)]) * self.cfg.homography_step
         return self.h_base + delta.reshape(3, 3)
 
-    def plane(self, height: float) -> tuple[Tensor, Tensor]:
+    def plane(self, height: float | Tensor) -> tuple[Tensor, Tensor]:
         """The (3, 3) pixel -> plane and plane -> pixel homographies of the plane
         ``height`` layer steps above the board (0: the board itself): the board's plane ->
         pixel map with ``height`` times the learned ``lift`` (the projection's third
         column) added to its last column, and its inverse."""
         g = self.homography()
         to_pixel = torch.linalg.inv(g)
-        if height == 0.0:
+        if isinstance(height, float) and height == 0.0:
             return g, to_pixel
         lift = self.lift_raw * self.cfg.homography_step
         zero = lift.new_zeros(3)
@@ -73,14 +80,18 @@ class CameraRenderer(nn.Module):
 
     def sprites(self, which: str) -> list[tuple[float, Sprite]]:
         """(height, sprite) of every layer of the ``disc`` or ``agent`` sprite, bottom
-        first; the heights are 0 .. 1 evenly (0 alone for a flat sprite)."""
+        first; the heights are 0 .. 1 evenly (0 alone for a flat sprite), moved by their
+        learned offsets with ``learn_heights``."""
         if which == "disc":
             bottom, upper = self.disc, self.disc_upper
         else:
             bottom, upper = self.agent, self.agent_upper
         layers = [bottom, *(s for s in upper if isinstance(s, Sprite))]
         top = max(len(layers) - 1, 1)
-        return [(k / top, sprite) for k, sprite in enumerate(layers)]
+        if not hasattr(self, "heights_raw"):
+            return [(k / top, sprite) for k, sprite in enumerate(layers)]
+        raw = self.heights_raw[KINDS.index(which)] * HEIGHT_STEP
+        return [(k / top + raw[k], sprite) for k, sprite in enumerate(layers)]
 
     @torch.no_grad()
     def set_homography(self, g: np.ndarray | Tensor) -> None:
@@ -102,10 +113,11 @@ class CameraRenderer(nn.Module):
 
     @torch.no_grad()
     def rise(self) -> Tensor:
-        """() px: how far up the image the top layer's plane shows the board's centre
-        above the bottom one's (negative: down)."""
+        """() px: how far up the image the disc's top layer's plane shows the board's
+        centre above its bottom layer's (negative: down)."""
         centre = torch.zeros(1, 2, device=self.h_raw.device)
-        rows = [apply(self.plane(height)[1], centre)[0][0, 1] for height in (0.0, 1.0)]
+        heights = [h for h, _ in self.sprites("disc")]
+        rows = [apply(self.plane(h)[1], centre)[0][0, 1] for h in (heights[0], heights[-1])]
         return (rows[0] - rows[1]) / 2 * self.cfg.image_size[0]
 
     def depths(self, state: Tensor) -> Tensor:
@@ -125,15 +137,14 @@ class CameraRenderer(nn.Module):
         rank = torch.empty_like(order).scatter_(
             1, order, torch.arange(n + 1, device=state.device).expand(b, -1).contiguous()
         )  # (B, 1 + N): the agent, then the discs
-        planes = [self.plane(height) for height, _ in self.sprites("disc")]  # per layer
         entries = []
         for which, centres, obj_rank in (
             ("disc", discs, rank[:, 1:]),
             ("agent", state[:, None, :2], rank[:, :1]),
         ):
-            for k, (_, sprite) in enumerate(self.sprites(which)):
+            for k, (height, sprite) in enumerate(self.sprites(which)):
                 near = obj_rank * layers + (layers - 1 - k)
-                entries.append(self._patches(sprite, centres, *planes[k], near))
+                entries.append(self._patches(sprite, centres, *self.plane(height), near))
         pixel, near, rgb, alpha = (torch.cat(parts) for parts in zip(*entries, strict=True))
         frames = composite(self.background, b, pixel, near, rgb, alpha, ss)
         return frames.clamp(0.0, 1.0)
@@ -191,7 +202,7 @@ class CameraRenderer(nn.Module):
 
     def binary(self) -> Tensor:
         """The opacity prior: mean alpha (1 - alpha) over both sprites' texels."""
-        alphas = [torch.sigmoid(s.alpha) for w in ("disc", "agent") for _, s in self.sprites(w)]
+        alphas = [torch.sigmoid(s.alpha) for w in KINDS for _, s in self.sprites(w)]
         return torch.stack([(a * (1 - a)).mean() for a in alphas]).sum()
 
 
