@@ -21,6 +21,7 @@ import dataclasses
 import logging
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -111,7 +112,7 @@ def check_set_store(path: Path) -> None:
         )
 
 
-FRESH_RENDERER = {"layers": 2, "supersample": 3}
+FRESH_RENDERER: dict[str, Any] = {"layers": 2, "supersample": 3}
 """A fresh model's renderer (the config's defaults, 1 and 1, are the version-1 renderer
 that older model directories hold): two sprite layers on planes at two heights, composited
 at 3 x the resolution and box-filtered (docs/MODEL_CARD_pile.md has the ablation)."""

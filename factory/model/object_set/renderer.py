@@ -78,7 +78,7 @@ class CameraRenderer(nn.Module):
         to_pixel = to_pixel + height * torch.stack([zero, zero, lift], dim=1)
         return torch.linalg.inv(to_pixel), to_pixel
 
-    def sprites(self, which: str) -> list[tuple[float, Sprite]]:
+    def sprites(self, which: str) -> list[tuple[float | Tensor, Sprite]]:
         """(height, sprite) of every layer of the ``disc`` or ``agent`` sprite, bottom
         first; the heights are 0 .. 1 evenly (0 alone for a flat sprite), moved by their
         learned offsets with ``learn_heights``."""
