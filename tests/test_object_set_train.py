@@ -51,7 +51,8 @@ def test_store_config_and_refusals(pile_store: Path, tmp_path: Path) -> None:
     cfg = store_set_config(pile_store, load_episode_data(pile_store))
     assert (cfg.n_discs, cfg.cameras, cfg.world, cfg.image_shape) == (
         30, ("top", "side"), "pile", (STORE_SIZE, STORE_SIZE, 3))  # fmt: skip
-    assert (cfg.renderer.layers, cfg.renderer.supersample) == (2, 3)
+    assert (cfg.renderer.layers, cfg.renderer.supersample) == (2, 1)  # version 6's
+    assert cfg.renderer.learn_heights and cfg.renderer.binary_weight == 0.0
     assert not cfg.dynamics.coast  # the coasting term is an ablation's, off by default
     pusht = tmp_path / "pusht.zarr"
     _ok(["collect", "--out", str(pusht), "--episodes", "1", "--steps", "5",
@@ -240,6 +241,8 @@ def test_set_configures_a_fresh_object_set_model(pile_store: Path, tmp_path: Pat
     base = ["--data", str(pile_store), "--out", str(out), "--steps", "1", "--device", "cpu"]
     bad = runner.invoke(app, ["train", "renderer", *base, "--set", "renderer.layers=0"])
     assert_one_line_error(bad, "renderer.layers")
+    bad = runner.invoke(app, ["train", "renderer", *base, "--set", "renderer.fg_weight=-1"])
+    assert_one_line_error(bad, "renderer.fg_weight")
     assert not out.exists()
     _ok(["train", "renderer", *base, "--set", "renderer.layers=2",
          "--set", "renderer.supersample=2"])  # fmt: skip

@@ -112,10 +112,18 @@ def check_set_store(path: Path) -> None:
         )
 
 
-FRESH_RENDERER: dict[str, Any] = {"layers": 2, "supersample": 3}
-"""A fresh model's renderer (the config's defaults, 1 and 1, are the version-1 renderer
-that older model directories hold): two sprite layers on planes at two heights, composited
-at 3 x the resolution and box-filtered (docs/MODEL_CARD_pile.md has the ablation)."""
+FRESH_RENDERER: dict[str, Any] = {
+    "layers": 2,
+    "supersample": 1,
+    "binary_weight": 0.0,
+    "lift_start": 10.0,
+    "learn_heights": True,
+}
+"""A fresh model's renderer, version 6's (the config's defaults are the version-1 renderer
+that older model directories hold): two sprite layers per object kind at learned heights,
+sampled once per pixel with their opacity free (so a sprite's soft edge can be the
+world's own anti-aliasing), the lift started 10 board px up. docs/MODEL_CARD_pile.md has
+the ablations (version 2 for the layers, version 6 for the rest)."""
 
 SET_WORLDS = ("pile",)
 """Worlds whose stores train the ``object_set`` kind by default (a set of discs)."""
