@@ -15,7 +15,7 @@ import torch
 from factories import assert_one_line_error, tiny_object_set_config, write_tiny_object_set_dir
 from typer.testing import CliRunner
 
-from factory.envs.pile_render import side_camera
+from factory.envs.pile_render import DISC_HEIGHT, side_camera
 from factory.model import load_model_dir, read_config
 from factory.model.object_set.config import ObjectSetConfig
 from factory.model.object_set.homography import apply
@@ -66,7 +66,9 @@ def test_store_config_and_refusals(pile_store: Path, tmp_path: Path) -> None:
 def test_camera_fit_finds_both_cameras(pile_store: Path) -> None:
     """The homography fitted to where the agent is seen arriving: the top view's (the
     board resized: identity) and the side camera's projection of the floor, each within
-    a pixel at the board's corners and centre."""
+    a pixel at the board's corners and centre; with ``lift_start`` 8, the side camera's
+    top layer starts up the image, within 0.15 px of where a disc's top face is (0.40 px
+    at this size), and the top camera's (no perspective) where its bottom is."""
     from factory.train.object_set import fit_camera, load_views, still_pairs
 
     data, states, _ = _held_out(pile_store)
@@ -76,12 +78,17 @@ def test_camera_fit_finds_both_cameras(pile_store: Path) -> None:
                           [450.0, 450.0]])  # fmt: skip
     side = side_camera(STORE_SIZE).project(np.c_[board.numpy(), np.zeros(5)])[0]
     truth = {"top": board.numpy() * STORE_SIZE / 512, "side": side}
+    centre = np.array([[256.0, 256.0, 0.0], [256.0, 256.0, DISC_HEIGHT]])
+    rise = -np.diff(side_camera(STORE_SIZE).project(centre)[0][:, 1])[0]
+    layered = dataclasses.replace(_train_config().renderer, layers=2, lift_start=DISC_HEIGHT)
     for name, want in truth.items():
-        cam = CameraRenderer(_train_config().renderer)
+        cam = CameraRenderer(layered)
         assert fit_camera(cam, views[name], states, pairs, 512.0) >= 8
         pix, _ = apply(torch.linalg.inv(cam.homography().detach()), board / 256 - 1)
         got = ((pix + 1) / 2 * STORE_SIZE).numpy()
         assert np.abs(got - want).max() < 1.0, (name, got, want)
+        want_rise = rise if name == "side" else 0.0
+        assert abs(float(cam.rise()) - want_rise) < 0.15, (name, float(cam.rise()), rise)
 
 
 def _train_config() -> ObjectSetConfig:

@@ -175,8 +175,9 @@ def fit_camera(
 ) -> int:
     """Start ``cam``'s homography at the least-squares fit of the agent's board position
     to where frames (N, H, W, 3) show it arrive, over frame pairs ``pairs`` (M,) (t, t+1:
-    the agent alone moved); keeps the identity with fewer than :data:`MIN_PAIRS` usable
-    pairs. Returns the number of pairs used."""
+    the agent alone moved), and its layers' lift from that homography
+    (:meth:`CameraRenderer.start_lift`); keeps the identity with fewer than
+    :data:`MIN_PAIRS` usable pairs. Returns the number of pairs used."""
     background = np.median(frames[:: max(1, len(frames) // 512)], axis=0).astype(np.uint8)
     centres, ok = moved_blob_centres(frames[pairs], frames[pairs + 1], background)
     n = int(ok.sum())
@@ -185,6 +186,7 @@ def fit_camera(
         return n
     target = states[pairs + 1, :2][ok] / (board / 2) - 1
     cam.set_homography(robust_homography(centres[ok].astype(np.float64), target))
+    cam.start_lift()
     return n
 
 
@@ -206,7 +208,6 @@ def _renderer_step(module: SetRenderer, st: PartData) -> StepFn:
             with torch.no_grad():
                 cam.background.copy_(_to_float(frames, sample, "cpu").median(dim=0).values)
             used = fit_camera(cam, frames, st.states, pairs, module.cfg.board)
-            cam.start_lift()
             log.info("camera %s: homography fitted on %d agent moves", name, used)
 
     def step_fn(ls: LoopState) -> dict[str, Tensor]:

@@ -88,7 +88,7 @@ class CameraRenderer(nn.Module):
             bottom, upper = self.agent, self.agent_upper
         layers = [bottom, *(s for s in upper if isinstance(s, Sprite))]
         top = max(len(layers) - 1, 1)
-        if not hasattr(self, "heights_raw"):
+        if not (self.cfg.learn_heights and self.cfg.layers > 1):
             return [(k / top, sprite) for k, sprite in enumerate(layers)]
         raw = self.heights_raw[KINDS.index(which)] * HEIGHT_STEP
         return [(k / top + raw[k], sprite) for k, sprite in enumerate(layers)]
