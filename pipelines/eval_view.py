@@ -79,6 +79,19 @@ def render_pile_fidelity(result: dict[str, Any], console: Console) -> None:
             else ""
         )
     )
+    if "recon_face_bias_side" in result:
+        console.print(
+            f"top faces at the true states: bias top {_num(result['recon_face_bias_top'])}, "
+            f"side {_num(result['recon_face_bias_side'])} discs; count gap "
+            f"{_num(result['recon_face_count_gap'])} "
+            f"(real {_num(result['recon_real_face_count_gap'])})"
+        )
+    if "side_layers" in result:
+        heights = "; ".join(
+            f"{kind} " + ", ".join(f"{layer['z']:.1f}" for layer in layers)
+            for kind, layers in result["side_layers"].items()
+        )
+        console.print(f"side sprite layers, board px above the floor (bottom first): {heights}")
     for key in ("horizons", "horizons_read_start"):
         if key not in result:
             continue

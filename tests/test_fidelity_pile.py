@@ -71,6 +71,8 @@ def test_the_ground_truth_scores_every_best_value(perfect: PileStandIn, store: P
     r = _fidelity(perfect, store, (1, 4, 10, 50), permanence_starts=4)
     assert r["world"] == "pile" and r["episodes"] == 3 and "pile_skipped" not in r
     assert r["recon_disc_iou"] == r["recon_agent_iou"] == r["recon_disc_iou_side"] == 1.0
+    assert r["recon_face_bias_top"] == r["recon_face_bias_side"] == 0.0
+    assert r["recon_face_count_gap"] == r["recon_real_face_count_gap"]
     for h in ("1", "4", "10"):
         row = r["horizons"][h]
         assert row["disc_iou_top"] == row["disc_iou_side"] == row["agent_iou"] == 1.0, h
@@ -140,7 +142,7 @@ def test_a_top_only_model_skips_the_side_metrics(store: Path) -> None:
     assert "disc_iou_side" not in row and "count_gap" not in row
     assert row["disc_iou_top"] == 1.0 and "real_count_gap" in row
     assert not any(k.startswith("disc_iou_side") for k in r["hold_still"])
-    assert "recon_disc_iou_side" not in r
+    assert "recon_disc_iou_side" not in r and "recon_face_bias_side" not in r
 
 
 @pytest.fixture(scope="module")

@@ -238,3 +238,46 @@ def test_learned_heights_move_each_kinds_layers_apart() -> None:
     assert img[2, row - 2, col] > 0.85 and img[2, row - 4, col] < 0.6  # the top, 2 px up
     torch.testing.assert_close(img[:, :8, :8], plain(STATE)[0, :, :8, :8])  # the agent
     assert "heights_raw" not in plain.state_dict()
+
+
+def test_layers_ordered_by_rise_draw_a_lower_layer_under() -> None:
+    """``order_by_rise``: a lift that shows the upper layer 2 px *down* the image (discs
+    2.5 px in radius) puts it under the bottom layer: the disc's centre stays the bottom's
+    red and the blue peeks out below; by index it is drawn over (blue). Lifted up, both
+    orders agree."""
+    size = 128
+    down = torch.tensor([0.0, 2.0 / size * 2, 0.0]) / 0.01  # homography_step 0.01
+    col, row = (int(v) for v in STATE[0, 2:4] * size / geo.BOARD_SIZE)
+    imgs, ups = {}, {}
+    for flag in (False, True):
+        cam = _camera(size, layers=2, order_by_rise=flag)
+        assert cam.cfg.homography_step == 0.01
+        with torch.no_grad():
+            cam.lift_raw.copy_(down)
+            imgs[flag] = cam(STATE)[0]
+            assert cam.layer_nearness("disc") == ([0, 1] if flag else [1, 0])
+            cam.lift_raw.copy_(-down)
+            assert cam.layer_nearness("disc") == [1, 0]
+            ups[flag] = cam(STATE)
+    torch.testing.assert_close(ups[True], ups[False])
+    assert imgs[False][2, row, col] > 0.85  # blue over red
+    assert imgs[True][0, row, col] > 0.85 and imgs[True][2, row + 3, col] > 0.85
+
+
+def test_layer_heights_find_the_world_planes() -> None:
+    """A side camera started on the world's floor homography with its top layer 8 board
+    px up: :func:`layer_heights` finds its layers at the floor and 8 px up (within 0.5 px,
+    the lift being a pinhole's fit), each within 0.1 px of the world's plane; a flipped
+    lift puts the top layer 8 px under the floor."""
+    from factory.eval.pile_layers import layer_heights
+
+    g, _ = _side_homography(96)
+    cam = _camera(96, layers=2, lift_start=pr.DISC_HEIGHT)
+    cam.set_homography(g)
+    cam.start_lift()
+    bottom, top = layer_heights(cam)
+    assert abs(bottom["z"]) <= 0.2 and bottom["fit_px"] < 0.1
+    assert top["z"] == pytest.approx(pr.DISC_HEIGHT, abs=0.5) and top["fit_px"] < 0.1
+    with torch.no_grad():
+        cam.lift_raw.neg_()
+    assert layer_heights(cam)[1]["z"] == pytest.approx(-pr.DISC_HEIGHT, abs=0.5)

@@ -264,3 +264,21 @@ def test_hold_still_drift_and_pusher_clearance() -> None:
     assert pm.hold_still_drift(window) == (pytest.approx(1.5), True)
     agent = np.array([[100.0, 160.0], [100.0, 150.0]])  # gaps 35 and 25 px to disc 0
     assert pm.pusher_clear(agent, np.stack([start, start]), 30.0).tolist() == [True, False]
+
+
+def test_recon_face_counts_name_the_soft_camera() -> None:
+    """A renderer whose side view is a 3 x 3 blur of the real one, its top view exact:
+    no top bias, a side bias of at least 3 discs per dense pile, and its count gap wider
+    than the real frames' by the same; against themselves, no bias and the real gap."""
+    from factory.eval.pile_fidelity import recon_face_counts
+
+    views = [_views(d, tuple(a)) for a, d in (pile_layout(s, 30) for s in range(3))]
+    real = {cam: np.stack([v[cam] for v in views]) for cam in ("top", "side")}
+    soft = {"top": real["top"], "side": np.stack([_blur(f) for f in real["side"]])}
+    r = recon_face_counts(soft, real, stride=1)
+    assert r["recon_count_frames"] == 3 and r["recon_face_bias_top"] == 0.0
+    assert r["recon_face_bias_side"] >= 3.0
+    assert r["recon_face_count_gap"] >= r["recon_real_face_count_gap"] + 2.5  # type: ignore[operator]
+    same = recon_face_counts(real, real, stride=1)
+    assert same["recon_face_bias_top"] == same["recon_face_bias_side"] == 0.0
+    assert same["recon_face_count_gap"] == same["recon_real_face_count_gap"]

@@ -30,6 +30,7 @@ import numpy as np
 from factory.eval import metrics as m
 from factory.eval import pile_metrics as pm
 from factory.eval.fidelity import Replayed, ReplayPlan, ReplaySet
+from factory.eval.pile_layers import side_layer_heights
 from factory.model.protocol import RolloutModel
 from factory.store import EpisodeStore
 
@@ -189,9 +190,12 @@ def _side_row(at: AtHorizon) -> Row:
 
 def pile_reconstruction(model: RolloutModel, plan: ReplayPlan) -> dict[str, Any]:
     """PSNR, disc-mask and agent-mask IoU of the model's own re-rendering (top camera) of
-    every frame of every replayed window (``recon_of`` names how it re-renders), and the
-    side camera's disc-mask IoU at the true states where the model renders it from a
-    state (``recon_disc_iou_side``)."""
+    every frame of every replayed window (``recon_of`` names how it re-renders), and, where
+    the model renders the side camera from a state, the side camera's disc-mask IoU at the
+    true states (``recon_disc_iou_side``) and the top-face counts of both views there
+    (:func:`recon_face_counts`); for a state renderer with a side camera, where its
+    sprite layers lie in the world's geometry (``side_layers``,
+    :func:`~factory.eval.pile_layers.side_layer_heights`)."""
     groups = list(plan.groups.values())
     frames = np.concatenate([rs.frames.reshape(-1, *rs.frames.shape[2:]) for rs in groups])
     states = [rs.world_states() for rs in groups]
@@ -210,18 +214,24 @@ def pile_reconstruction(model: RolloutModel, plan: ReplayPlan) -> dict[str, Any]
         "recon_disc_iou": _mean(pm.disc_iou(recon, frames, "top")),
         "recon_agent_iou": _mean(pm.mask_iou(m.agent_mask(recon), m.agent_mask(frames))),
     }
-    side = _side_reconstruction(model, groups, flat)
+    side = _side_frames(model, groups, flat)
     if side is not None:
-        out["recon_disc_iou_side"] = side
+        gen, real = side
+        out["recon_disc_iou_side"] = _mean(pm.disc_iou(gen, real, "side"))
+        out.update(recon_face_counts({"top": recon, "side": gen}, {"top": frames, "side": real}))
+    layers = side_layer_heights(model)
+    if layers is not None:
+        out["side_layers"] = layers
     return out
 
 
-def _side_reconstruction(
+def _side_frames(
     model: RolloutModel, groups: list[ReplaySet], flat: np.ndarray | None
-) -> float | None:
-    """The side camera's disc-mask IoU of a state kind's renderer at the true states
-    ``flat`` (N, S) of every frame of ``groups`` (None: no states, no side camera in the
-    store, or a model that does not render the side camera from a state)."""
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """The side frames (N, H, W, 3) a state kind's renderer draws at the true states
+    ``flat`` (N, S) of every frame of ``groups``, and the real ones (None: no states, no
+    side camera in the store, or a model that does not render the side camera from a
+    state)."""
     render_views = getattr(model, "render_views", None)
     if flat is None or render_views is None or "side" not in getattr(model, "cameras", ()):
         return None
@@ -231,7 +241,36 @@ def _side_reconstruction(
         [rs.views["side"].reshape(-1, *rs.views["side"].shape[2:]) for rs in groups]
     )
     gen = np.concatenate([render_views(flat[i : i + 64])["side"] for i in range(0, len(flat), 64)])
-    return _mean(pm.disc_iou(gen, real, "side"))
+    return gen, real
+
+
+RECON_COUNT_STRIDE = 5
+"""The top-face counts at the true states read every this many frames (each read costs
+a few ms per frame and camera)."""
+
+
+def recon_face_counts(
+    gen: dict[str, np.ndarray], real: dict[str, np.ndarray], stride: int = RECON_COUNT_STRIDE
+) -> dict[str, float | int | None]:
+    """The top-face counts (:func:`~factory.eval.pile_metrics.frame_discs` with faces) of
+    a renderer's frames at the true states, camera -> (N, H, W, 3), against the real
+    frames', on every ``stride``-th frame: per camera the mean signed difference of the
+    unrounded counts (``recon_face_bias_<cam>``, discs: where a soft render reads as more
+    face), and the two views' count gap on the rendered and on the real frames
+    (``recon_face_count_gap``, ``recon_real_face_count_gap``): the renderer's own share of
+    the rollouts' ``face_count_gap``, before any dynamics error."""
+    est = {
+        (cam, which): pm.face_estimates(frames[cam][::stride], cam)
+        for which, frames in (("gen", gen), ("real", real))
+        for cam in ("top", "side")
+    }
+    out: dict[str, float | int | None] = {"recon_count_frames": len(est["top", "gen"])}
+    for cam in ("top", "side"):
+        out[f"recon_face_bias_{cam}"] = _mean(est[cam, "gen"] - est[cam, "real"])
+    for which, key in (("gen", "recon_face_count_gap"), ("real", "recon_real_face_count_gap")):
+        gap = np.abs(np.round(est["top", which]) - np.round(est["side", which]))
+        out[key] = _mean(gap)
+    return out
 
 
 def pile_reader_metrics(

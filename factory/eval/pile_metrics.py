@@ -317,6 +317,12 @@ def frame_discs(frame: np.ndarray, view: str, faces: bool = False) -> FrameDiscs
     return FrameDiscs(round(estimate), estimate, centroid, n)
 
 
+def face_estimates(frames: np.ndarray, view: str) -> np.ndarray:
+    """The unrounded top-face count (E,) of each frame (E, R, R, 3) of ``view`` (the
+    ``estimate`` of :func:`frame_discs` with ``faces``)."""
+    return np.asarray([_read(f, view, faces=True)[0] for f in frames], np.float64)
+
+
 def cross_view(
     top: np.ndarray, side: np.ndarray, faces: bool = False
 ) -> tuple[np.ndarray, np.ndarray]:

@@ -92,7 +92,12 @@ class SetRendererConfig:
     cover a few hundredths of a frame. ``learn_heights``: each kind of object (disc,
     agent) learns its own layers' heights, in units of the lift, from 0 .. 1 evenly;
     False: every kind's layers at 0 .. 1 (the renderers before 2026-12-07), so a disc's
-    top layer and the agent's share one plane whatever their heights."""
+    top layer and the agent's share one plane whatever their heights. ``order_by_rise``:
+    within an object, its layers are composited in the order the learned geometry shows
+    them, the one shown highest up the image nearest (a camera looking down on the board
+    sees what is higher over what is lower), so a layer whose plane the lift puts below
+    the bottom layer's is drawn under it; False: the higher index nearer, wherever the
+    lift puts it (the renderers before 2026-12-07)."""
 
     image_size: tuple[int, int] = (96, 96)
     board: float = 512.0
@@ -107,6 +112,7 @@ class SetRendererConfig:
     lift_start: float = 0.0
     fg_weight: float = 0.0
     learn_heights: bool = False
+    order_by_rise: bool = False
 
     def __post_init__(self) -> None:
         if not (isinstance(self.supersample, int) and self.supersample >= 1):

@@ -120,6 +120,24 @@ class CameraRenderer(nn.Module):
         rows = [apply(self.plane(h)[1], centre)[0][0, 1] for h in (heights[0], heights[-1])]
         return (rows[0] - rows[1]) / 2 * self.cfg.image_size[0]
 
+    @torch.no_grad()
+    def layer_nearness(self, which: str) -> list[int]:
+        """Per layer of the ``disc`` or ``agent`` sprite (bottom first), its nearness
+        within the object (0: drawn over every other layer): with ``order_by_rise``, by
+        how high up the image its plane shows the board's centre (ties: the higher index
+        nearer), else by index, the top layer nearest."""
+        layers = self.sprites(which)
+        n = len(layers)
+        if not self.cfg.order_by_rise or n == 1:
+            return [n - 1 - k for k in range(n)]
+        centre = torch.zeros(1, 2, device=self.h_raw.device)
+        rows = [float(apply(self.plane(h)[1], centre)[0][0, 1]) for h, _ in layers]
+        order = sorted(range(n), key=lambda k: (rows[k], -k))  # highest in the image first
+        near = [0] * n
+        for position, k in enumerate(order):
+            near[k] = position
+        return near
+
     def depths(self, state: Tensor) -> Tensor:
         """(B, N + 1) depth of every disc, then the agent, along the camera's axis."""
         pts = torch.cat([state[:, 2:].unflatten(1, (-1, 2)), state[:, None, :2]], dim=1)
@@ -131,7 +149,8 @@ class CameraRenderer(nn.Module):
         n, layers, ss = discs.shape[1], self.cfg.layers, self.cfg.supersample
         # nearness: each object's rank from the camera (0: the nearest), the agent first
         # among equals (drawn over discs at its depth); within an object its higher layers
-        # are nearer (a camera looking down sees what is higher over what is lower)
+        # are nearer (a camera looking down sees what is higher over what is lower:
+        # layer_nearness)
         depth = self.depths(state).detach()
         order = torch.argsort(torch.cat([depth[:, n:], depth[:, :n]], 1), dim=1, stable=True)
         rank = torch.empty_like(order).scatter_(
@@ -142,8 +161,9 @@ class CameraRenderer(nn.Module):
             ("disc", discs, rank[:, 1:]),
             ("agent", state[:, None, :2], rank[:, :1]),
         ):
+            within = self.layer_nearness(which)
             for k, (height, sprite) in enumerate(self.sprites(which)):
-                near = obj_rank * layers + (layers - 1 - k)
+                near = obj_rank * layers + within[k]
                 entries.append(self._patches(sprite, centres, *self.plane(height), near))
         pixel, near, rgb, alpha = (torch.cat(parts) for parts in zip(*entries, strict=True))
         frames = composite(self.background, b, pixel, near, rgb, alpha, ss)
