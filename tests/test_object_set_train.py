@@ -51,8 +51,9 @@ def test_store_config_and_refusals(pile_store: Path, tmp_path: Path) -> None:
     cfg = store_set_config(pile_store, load_episode_data(pile_store))
     assert (cfg.n_discs, cfg.cameras, cfg.world, cfg.image_shape) == (
         30, ("top", "side"), "pile", (STORE_SIZE, STORE_SIZE, 3))  # fmt: skip
-    assert (cfg.renderer.layers, cfg.renderer.supersample) == (2, 1)  # version 6's
+    assert (cfg.renderer.layers, cfg.renderer.supersample) == (2, 1)  # version 7's
     assert cfg.renderer.learn_heights and cfg.renderer.binary_weight == 0.0
+    assert cfg.renderer.order_by_rise and cfg.renderer.lift_start == 0.0
     assert not cfg.dynamics.coast  # the coasting term is an ablation's, off by default
     pusht = tmp_path / "pusht.zarr"
     _ok(["collect", "--out", str(pusht), "--episodes", "1", "--steps", "5",

@@ -116,14 +116,17 @@ FRESH_RENDERER: dict[str, Any] = {
     "layers": 2,
     "supersample": 1,
     "binary_weight": 0.0,
-    "lift_start": 10.0,
+    "lift_start": 0.0,
     "learn_heights": True,
+    "order_by_rise": True,
 }
-"""A fresh model's renderer, version 6's (the config's defaults are the version-1 renderer
+"""A fresh model's renderer, version 7's (the config's defaults are the version-1 renderer
 that older model directories hold): two sprite layers per object kind at learned heights,
 sampled once per pixel with their opacity free (so a sprite's soft edge can be the
-world's own anti-aliasing), the lift started 10 board px up. docs/MODEL_CARD_pile.md has
-the ablations (version 2 for the layers, version 6 for the rest)."""
+world's own anti-aliasing), the lift starting at zero and free to put the second layer
+above or below the first, each object's layers composited by where the learned geometry
+shows them. docs/MODEL_CARD_pile.md has the ablations (version 2 for the layers, version
+6 for sampling, opacity and heights, version 7 for the order)."""
 
 SET_WORLDS = ("pile",)
 """Worlds whose stores train the ``object_set`` kind by default (a set of discs)."""
