@@ -77,9 +77,10 @@ class SetRendererConfig:
     footprint on the board is wider than a sprite texel (the side camera's far rows) gets
     the object's coverage, not one point of it. ``layers``: each sprite is a stack of that
     many RGBA layers on planes at evenly spaced heights above the board plane, the higher
-    drawn nearer the camera (or as ``order_by_rise`` orders them); every camera learns how a unit of height moves its image (its
-    projection's third column, ``lift``), so a layer's shift varies over the board as the
-    camera's perspective does; what each layer holds is learned. ``layers`` 1 is a flat
+    drawn nearer the camera (or as ``order_by_rise`` orders them); every camera learns
+    how a unit of height moves its image (its projection's third column, ``lift``), so a
+    layer's shift varies over the board as the camera's perspective does; what each
+    layer holds is learned. ``layers`` 1 is a flat
     sprite on the plane. ``supersample`` 1 and ``layers`` 1 are the version-1 renderer
     (``models/pile`` before 2026-12-04).
 

@@ -120,18 +120,21 @@ class CameraRenderer(nn.Module):
         rows = [apply(self.plane(h)[1], centre)[0][0, 1] for h in (heights[0], heights[-1])]
         return (rows[0] - rows[1]) / 2 * self.cfg.image_size[0]
 
-    @torch.no_grad()
     def layer_nearness(self, which: str) -> list[int]:
         """Per layer of the ``disc`` or ``agent`` sprite (bottom first), its nearness
         within the object (0: drawn over every other layer): with ``order_by_rise``, by
         how high up the image its plane shows the board's centre (ties: the higher index
         nearer), else by index, the top layer nearest."""
-        layers = self.sprites(which)
-        n = len(layers)
+        return self._nearness([self.plane(h)[1] for h, _ in self.sprites(which)])
+
+    def _nearness(self, to_pixel: list[Tensor]) -> list[int]:
+        """:meth:`layer_nearness` of the layers whose (3, 3) plane -> pixel homographies
+        are ``to_pixel`` (bottom first)."""
+        n = len(to_pixel)
         if not self.cfg.order_by_rise or n == 1:
             return [n - 1 - k for k in range(n)]
-        centre = torch.zeros(1, 2, device=self.h_raw.device)
-        rows = [float(apply(self.plane(h)[1], centre)[0][0, 1]) for h, _ in layers]
+        t = torch.stack(to_pixel).detach()  # (L, 3, 3); the board's centre is (0, 0, 1)
+        rows = (t[:, 1, 2] / t[:, 2, 2]).tolist()  # its image row on each plane
         order = sorted(range(n), key=lambda k: (rows[k], -k))  # highest in the image first
         near = [0] * n
         for position, k in enumerate(order):
@@ -161,10 +164,11 @@ class CameraRenderer(nn.Module):
             ("disc", discs, rank[:, 1:]),
             ("agent", state[:, None, :2], rank[:, :1]),
         ):
-            within = self.layer_nearness(which)
-            for k, (height, sprite) in enumerate(self.sprites(which)):
+            stack = [(sprite, *self.plane(height)) for height, sprite in self.sprites(which)]
+            within = self._nearness([to_pixel for _, _, to_pixel in stack])
+            for k, (sprite, g, to_pixel) in enumerate(stack):
                 near = obj_rank * layers + within[k]
-                entries.append(self._patches(sprite, centres, *self.plane(height), near))
+                entries.append(self._patches(sprite, centres, g, to_pixel, near))
         pixel, near, rgb, alpha = (torch.cat(parts) for parts in zip(*entries, strict=True))
         frames = composite(self.background, b, pixel, near, rgb, alpha, ss)
         return frames.clamp(0.0, 1.0)
