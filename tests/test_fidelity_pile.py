@@ -11,7 +11,12 @@ from typing import Any
 
 import numpy as np
 import pytest
-from factories import assert_one_line_error, write_tiny_model_dir, write_tiny_object_state_dir
+from factories import (
+    assert_one_line_error,
+    write_tiny_model_dir,
+    write_tiny_object_set_dir,
+    write_tiny_object_state_dir,
+)
 from pile_stand_in import PileStandIn
 from typer.testing import CliRunner
 
@@ -167,6 +172,24 @@ def test_cli_on_a_model_dir(tmp_path: Path, store32: Path) -> None:
     text = runner.invoke(app, [*args, "--device", "cpu"])
     assert text.exit_code == 0, text.output
     assert "pile store" in text.output and "disc_err_px: not measured" in text.output
+
+
+def test_cli_on_an_object_set_dir(tmp_path: Path, store32: Path) -> None:
+    """A tiny object_set model dir (random sprites): the renderer's top-face counts at the
+    true states and where its side layers lie are in the JSON and the text report."""
+    model = write_tiny_object_set_dir(tmp_path / "set")
+    args = ["eval", "fidelity", "--model", str(model), "--data", str(store32), "--episodes", "2"]
+    args += ["--horizons", "1", "--permanence-starts", "0", "--device", "cpu"]
+    result = runner.invoke(app, [*args, "--json"])
+    assert result.exit_code == 0, result.output
+    r = json.loads(result.stdout)
+    assert r["recon_count_frames"] > 0 and r["recon_face_count_gap"] is not None
+    layers = r["side_layers"]
+    assert set(layers) == {"disc", "agent"} and all(len(v) == 1 for v in layers.values())
+    text = runner.invoke(app, args)
+    assert text.exit_code == 0, text.output
+    assert "top faces at the true states" in text.output
+    assert "side sprite layers" in text.output
 
 
 def test_a_model_of_another_world_is_refused(tmp_path: Path, store32: Path) -> None:
