@@ -5,7 +5,8 @@ per camera, at an equal budget on the same data, judged by the same commands.
         --data data/pile_play.zarr --heldout data/pile_heldout.zarr --minutes 55
 
 In ``WORK`` (results in ``WORK/results/<kind>/``), one step after another and skipping
-what is already there (so a rerun resumes):
+what is already there (so a rerun resumes); ``--object-set-model DIR`` scores that model
+in step 1 instead of training one:
 
 1. ``object_set``: ``factory train all --kind object_set --minutes M`` in
    ``WORK/object_set`` (resumed with ``--resume`` if interrupted); ``factory eval fidelity``
@@ -49,12 +50,16 @@ def _steps(steps: list[tuple[str, list[str]]], files: dict[str, Path]) -> None:
 
 
 def run_object_set(a: argparse.Namespace) -> dict[str, Path]:
-    """Train and evaluate the object_set kind; its result files."""
+    """Train (or, with ``--object-set-model``, take) and evaluate the object_set kind; its
+    result files (no ``train`` file for a given model: its cost is its own card's)."""
     run, res = a.work / "object_set", a.work / "results" / "object_set"
     res.mkdir(parents=True, exist_ok=True)
-    _train("object_set", run, a, a.minutes)
+    trained: dict[str, Path] = {}
+    if a.object_set_model is None:
+        _train("object_set", run, a, a.minutes)
+        trained["train"] = run / "train_all.json"
     files = {k: res / f"{k}.json" for k in ("fidelity", "expert", "transfer")}
-    model = str(run / "model")
+    model = str(run / "model" if a.object_set_model is None else a.object_set_model)
     expert = f"--generator pile_expert --steps 400 --episodes {a.episodes} --seed {a.seed}"
     expert += f" --workers 1 --out {res / 'expert.zarr'}"
     steps = [
@@ -63,7 +68,7 @@ def run_object_set(a: argparse.Namespace) -> dict[str, Path]:
         ("transfer", ["eval", "transfer", str(res / "expert.zarr")]),
     ]
     _steps(steps, files)
-    return {"train": run / "train_all.json", **files}
+    return {**trained, **files}
 
 
 def run_latent_grid(a: argparse.Namespace) -> dict[str, Path]:
@@ -80,7 +85,9 @@ def run_latent_grid(a: argparse.Namespace) -> dict[str, Path]:
     return {**trains, "fidelity": fid}
 
 
-def _train_cost(*plans: dict[str, Any]) -> dict[str, float]:
+def _train_cost(*plans: dict[str, Any]) -> dict[str, float | None]:
+    if not plans:  # a given model: its cost is on its card
+        return {"train_wall_s": None, "train_cpu_s": None}
     stages = [s for p in plans for s in p["stages"].values()]
     return {
         "train_wall_s": sum(s.get("wall_s", 0.0) for s in stages),
@@ -132,12 +139,22 @@ def main() -> None:
     ap.add_argument("--minutes", type=float, default=55.0)
     ap.add_argument("--episodes", type=int, default=50)
     ap.add_argument("--seed", type=int, default=100000)
+    ap.add_argument(
+        "--object-set-model",
+        type=Path,
+        default=None,
+        help="score this object_set model dir instead of training one (its cost: its card's)",
+    )
     a = ap.parse_args()
+    if a.object_set_model is not None and not (a.object_set_model / "config.json").is_file():
+        raise SystemExit(f"--object-set-model {a.object_set_model}: no model directory there")
     rows = {
         "object_set": summarise(run_object_set(a)),
         "latent_grid": summarise(run_latent_grid(a)),
     }
     out = {"minutes": a.minutes, "data": str(a.data), "heldout": str(a.heldout), "kinds": rows}
+    if a.object_set_model is not None:
+        out["object_set_model"] = str(a.object_set_model)
     (a.work / "pile_kinds.json").write_text(json.dumps(out, indent=1))
     print(json.dumps(out, indent=1))
     print(table(rows))
