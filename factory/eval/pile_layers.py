@@ -44,9 +44,10 @@ def layer_heights(cam: CameraRenderer, which: str = "disc") -> list[dict[str, fl
     res = cam.cfg.image_size[0]
     world = pr.side_camera(res)
     half = cam.cfg.board / 2
-    rows = np.concatenate([np.repeat(points[None], len(HEIGHTS), 0), HEIGHTS[:, None, None]
-                           * np.ones((1, len(points), 1))], -1)  # fmt: skip
-    true_px, _ = world.project(rows)  # (Z, P, 2)
+    shape = (len(HEIGHTS), len(points))
+    heights = np.broadcast_to(HEIGHTS[:, None, None], (*shape, 1))
+    xyz = np.concatenate([np.broadcast_to(points, (*shape, 2)), heights], axis=-1)  # (Z, P, 3)
+    true_px, _ = world.project(xyz)  # (Z, P, 2)
     out = []
     for height, _ in cam.sprites(which):
         _, to_pixel = cam.plane(height)

@@ -115,9 +115,8 @@ class CameraRenderer(nn.Module):
     def rise(self) -> Tensor:
         """() px: how far up the image the disc's top layer's plane shows the board's
         centre above its bottom layer's (negative: down)."""
-        centre = torch.zeros(1, 2, device=self.h_raw.device)
         heights = [h for h, _ in self.sprites("disc")]
-        rows = [apply(self.plane(h)[1], centre)[0][0, 1] for h in (heights[0], heights[-1])]
+        rows = _centre_rows([self.plane(h)[1] for h in (heights[0], heights[-1])])
         return (rows[0] - rows[1]) / 2 * self.cfg.image_size[0]
 
     def layer_nearness(self, which: str) -> list[int]:
@@ -133,8 +132,7 @@ class CameraRenderer(nn.Module):
         n = len(to_pixel)
         if not self.cfg.order_by_rise or n == 1:
             return [n - 1 - k for k in range(n)]
-        t = torch.stack(to_pixel).detach()  # (L, 3, 3); the board's centre is (0, 0, 1)
-        rows = (t[:, 1, 2] / t[:, 2, 2]).tolist()  # its image row on each plane
+        rows = _centre_rows(to_pixel).tolist()
         order = sorted(range(n), key=lambda k: (rows[k], -k))  # highest in the image first
         near = [0] * n
         for position, k in enumerate(order):
@@ -290,6 +288,13 @@ def foreground_weights(target: Tensor, background: Tensor, fg_weight: float) -> 
     fg = ((target - background).abs().amax(dim=1, keepdim=True) >= FOREGROUND).float()
     near = torch.nn.functional.max_pool2d(fg, 3, stride=1, padding=1)[:, 0]
     return 1.0 + fg_weight * near
+
+
+def _centre_rows(to_pixel: list[Tensor]) -> Tensor:
+    """(L,) the image row (unit coordinates) at which each plane -> pixel homography (3, 3)
+    of ``to_pixel`` shows the board's centre, (0, 0, 1) in unit coordinates."""
+    t = torch.stack(to_pixel).detach()
+    return t[:, 1, 2] / t[:, 2, 2]
 
 
 def _reach(sprite: Sprite, threshold: float = 1e-3) -> float:
