@@ -82,21 +82,8 @@ class _Scripted:
         return {"x": float(self.target[0]), "y": float(self.target[1])}
 
 
-def bench_record(
-    model: str | None, device: str, minutes: float, episode_s: float, fps: int
-) -> dict[str, Any]:
-    """lerobot's record_loop with the demofactory robot; frame pacing and step times."""
-    from lerobot.datasets.lerobot_dataset import LeRobotDataset
-    from lerobot.processor import make_default_processors
-    from lerobot.scripts.lerobot_record import record_loop
-    from lerobot.teleoperators.teleoperator import Teleoperator
-    from lerobot.utils.feature_utils import combine_feature_dicts, hw_to_dataset_features
-    from lerobot_robot_demofactory import DemofactoryRobot, DemofactoryRobotConfig
-
-    root = Path(tempfile.mkdtemp(prefix="lerobot_record_bench_"))
-    robot = DemofactoryRobot(
-        DemofactoryRobotConfig(model=model, device=device, calibration_dir=root / "calib")
-    )
+def _timed(robot: Any) -> tuple[list[float], list[float]]:
+    """Wrap ``robot``'s observe and act: (observation start times, send_action seconds)."""
     starts: list[float] = []
     steps: list[float] = []
     observe, act = robot.get_observation, robot.send_action
@@ -111,20 +98,45 @@ def bench_record(
         steps.append(time.perf_counter() - t0)
         return out
 
-    robot.get_observation, robot.send_action = timed_observe, timed_act  # type: ignore[method-assign]
+    robot.get_observation, robot.send_action = timed_observe, timed_act
+    return starts, steps
+
+
+def _record_dataset(robot: Any, fps: int, root: Path) -> Any:
+    """An empty video LeRobotDataset with ``robot``'s action and observation features."""
+    from lerobot.datasets.lerobot_dataset import LeRobotDataset
+    from lerobot.utils.feature_utils import combine_feature_dicts, hw_to_dataset_features
+
     features = combine_feature_dicts(
         hw_to_dataset_features(robot.action_features, "action", use_video=True),
         hw_to_dataset_features(robot.observation_features, "observation", use_video=True),
     )
-    ds = LeRobotDataset.create(
+    return LeRobotDataset.create(
         "local/record_bench",
         fps,
-        root=root / "ds",
+        root=root,
         robot_type=robot.name,
         features=features,
         use_videos=True,
         image_writer_threads=4,
     )
+
+
+def bench_record(
+    model: str | None, device: str, minutes: float, episode_s: float, fps: int
+) -> dict[str, Any]:
+    """lerobot's record_loop with the demofactory robot; frame pacing and step times."""
+    from lerobot.processor import make_default_processors
+    from lerobot.scripts.lerobot_record import record_loop
+    from lerobot.teleoperators.teleoperator import Teleoperator
+    from lerobot_robot_demofactory import DemofactoryRobot, DemofactoryRobotConfig
+
+    root = Path(tempfile.mkdtemp(prefix="lerobot_record_bench_"))
+    robot = DemofactoryRobot(
+        DemofactoryRobotConfig(model=model, device=device, calibration_dir=root / "calib")
+    )
+    starts, steps = _timed(robot)
+    ds = _record_dataset(robot, fps, root / "ds")
     Teleoperator.register(_Scripted)
     teleop = _Scripted()
     t, r, o = make_default_processors()

@@ -136,7 +136,7 @@ def windows_per_s(root: Path, batch: int, budget_s: float = 1.5) -> float:
         return n / (time.perf_counter() - t0)
 
 
-def main() -> None:
+def _parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--frames", type=int, default=6000)
     ap.add_argument("--resolution", type=int, default=96)
@@ -144,7 +144,70 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--dir", type=Path, default=None, help="scratch dir (default: a temp dir)")
     ap.add_argument("--no-variants", action="store_true", help="skip codec/shard variants")
-    args = ap.parse_args()
+    return ap.parse_args()
+
+
+def _write_times(
+    eps: list[dict[str, np.ndarray]], scratch: Path, schema: StoreSchema, reps: int
+) -> dict[str, list[float]]:
+    """Seconds per rep for each writer, interleaved so all see the same machine load."""
+    times: dict[str, list[float]] = {"np": [], "np_image": [], "store": [], "fsync": []}
+    for _ in range(reps):
+        times["np"].append(write_npsave(eps, scratch / "npy"))
+        times["np_image"].append(write_npsave(eps, scratch / "npy", keys=("image",)))
+        times["store"].append(write_store(eps, scratch / "store", schema))
+        times["fsync"].append(write_store(eps, scratch / "fsync", schema, durable=True))
+    return times
+
+
+def _headline(
+    eps: list[dict[str, np.ndarray]], store_dir: Path, times: dict[str, list[float]]
+) -> dict[str, Any]:
+    """The store against np.save + fsync: write speed, size, durable appends, window reads."""
+    n_frames = sum(len(e["action"]) for e in eps)
+    raw_mb = sum(a.nbytes for e in eps for a in e.values()) / 1e6
+    np_s, store_s = statistics.median(times["np"]), statistics.median(times["store"])
+    np_img_s = statistics.median(times["np_image"])
+    image_mb = sum(e["image"].nbytes for e in eps) / 1e6
+    image_disk = dir_bytes(store_dir / "data" / "image") / 1e6
+    return {
+        "frames": n_frames,
+        "episodes": len(eps),
+        "raw_mb": round(raw_mb, 2),
+        "store": {
+            "compression": "zstd",
+            "chunk_frames": 16,
+            "direct_chunk_writes": appender.DIRECT,
+            "encoder_threads": appender.THREADS,
+            "write_s": round(store_s, 3),
+            "write_frames_per_s": round(n_frames / store_s),
+            "write_mb_per_s": round(raw_mb / store_s, 1),
+            "image_compression_ratio": round(image_mb / image_disk, 2),
+            "disk_mb": round(dir_bytes(store_dir) / 1e6, 2),
+        },
+        "np_save_fsync": {
+            "write_s": round(np_s, 3),
+            "write_frames_per_s": round(n_frames / np_s),
+            "write_mb_per_s": round(raw_mb / np_s, 1),
+            "files_per_episode": 3,
+            "image_only_write_frames_per_s": round(n_frames / np_img_s),
+        },
+        "fsync": fsync_result(times["fsync"], store_s, len(eps), n_frames),
+        "write_ratio": round(np_s / store_s, 3),
+        "write_ratio_vs_image_only_np_save": round(np_img_s / store_s, 3),
+        "write_s_all_reps": {
+            "store": [round(t, 3) for t in times["store"]],
+            "np_save": [round(t, 3) for t in times["np"]],
+        },
+        "read_windows16_per_s": {
+            "batch1": round(windows_per_s(store_dir, 1)),
+            "batch32": round(windows_per_s(store_dir, 32)),
+        },
+    }
+
+
+def main() -> None:
+    args = _parse_args()
     res = args.resolution
     scratch = Path(tempfile.mkdtemp(prefix="store_bench_", dir=args.dir))
     schema = StoreSchema(
@@ -158,58 +221,14 @@ def main() -> None:
         t0 = time.perf_counter()
         eps = make_episodes(args.frames, res, args.episode_len, seed=0)
         gen_s = time.perf_counter() - t0
-        n_frames = sum(len(e["action"]) for e in eps)
-        raw_mb = sum(a.nbytes for e in eps for a in e.values()) / 1e6
-        store_dir, np_dir = scratch / "store", scratch / "npy"
-        np_times, np_img_times, store_times, fsync_times = [], [], [], []
-        for _ in range(args.reps):  # interleaved, so all see the same machine load
-            np_times.append(write_npsave(eps, np_dir))
-            np_img_times.append(write_npsave(eps, np_dir, keys=("image",)))
-            store_times.append(write_store(eps, store_dir, schema))
-            fsync_times.append(write_store(eps, scratch / "fsync", schema, durable=True))
-        np_s, store_s = statistics.median(np_times), statistics.median(store_times)
-        np_img_s = statistics.median(np_img_times)
-        image_mb = sum(e["image"].nbytes for e in eps) / 1e6
-        image_disk = dir_bytes(store_dir / "data" / "image") / 1e6
-        result: dict[str, Any] = {
-            "frames": n_frames,
-            "resolution": res,
-            "episode_len": args.episode_len,
-            "episodes": len(eps),
-            "raw_mb": round(raw_mb, 2),
-            "gen_s": round(gen_s, 2),
-            "store": {
-                "compression": "zstd",
-                "chunk_frames": 16,
-                "direct_chunk_writes": appender.DIRECT,
-                "encoder_threads": appender.THREADS,
-                "write_s": round(store_s, 3),
-                "write_frames_per_s": round(n_frames / store_s),
-                "write_mb_per_s": round(raw_mb / store_s, 1),
-                "image_compression_ratio": round(image_mb / image_disk, 2),
-                "disk_mb": round(dir_bytes(store_dir) / 1e6, 2),
-            },
-            "np_save_fsync": {
-                "write_s": round(np_s, 3),
-                "write_frames_per_s": round(n_frames / np_s),
-                "write_mb_per_s": round(raw_mb / np_s, 1),
-                "files_per_episode": 3,
-                "image_only_write_frames_per_s": round(n_frames / np_img_s),
-            },
-            "fsync": fsync_result(fsync_times, store_s, len(eps), n_frames),
-            "write_ratio": round(np_s / store_s, 3),
-            "write_ratio_vs_image_only_np_save": round(np_img_s / store_s, 3),
-            "write_s_all_reps": {
-                "store": [round(t, 3) for t in store_times],
-                "np_save": [round(t, 3) for t in np_times],
-            },
-            "read_windows16_per_s": {
-                "batch1": round(windows_per_s(store_dir, 1)),
-                "batch32": round(windows_per_s(store_dir, 32)),
-            },
-        }
+        times = _write_times(eps, scratch, schema, args.reps)
+        result: dict[str, Any] = {"resolution": res, "episode_len": args.episode_len}
+        result.update(_headline(eps, scratch / "store", times))
+        result["gen_s"] = round(gen_s, 2)
         if not args.no_variants:
-            result["variants"] = run_variants(eps, scratch, schema, raw_mb, n_frames, np_s)
+            raw_mb = sum(a.nbytes for e in eps for a in e.values()) / 1e6
+            np_s = statistics.median(times["np"])
+            result["variants"] = run_variants(eps, scratch, schema, raw_mb, result["frames"], np_s)
         print(json.dumps(result))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

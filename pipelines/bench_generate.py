@@ -193,8 +193,6 @@ def run_bench(cfg: BenchConfig, progress: Progress | None = None) -> dict[str, A
             "--episodes, --steps, --batch-size, --threads and --repeats must be positive"
         )
     report: Progress = progress or (lambda _d, _t, _n: None)
-    from pipelines.generate_ray import connect
-
     torch.set_num_threads(cfg.threads)
     with tempfile.TemporaryDirectory(prefix="bench-generate-") as name:
         tmp = Path(name)
@@ -203,22 +201,7 @@ def run_bench(cfg: BenchConfig, progress: Progress | None = None) -> dict[str, A
         engine = _engine(cfg, model_dir, tmp, report)
         bare = _bare(cfg, model_dir, report)
         other = _OTHER.get(cfg.generator)
-        started = connect(None)
-        try:
-            ray1 = _ray(cfg, model_dir, tmp, 1, report)
-            ray1_other = _ray(cfg, model_dir, tmp, 1, report, other) if other else None
-            pairs = [(ray1, ray1_other)] if ray1_other else []
-            for k in range(1, cfg.repeats if other else 0):  # interleaved, same conditions
-                tag = tmp / f"repeat{k}"
-                tag.mkdir()
-                assert other is not None  # the range is empty without one
-                pairs.append(_pair(cfg, model_dir, tag, report, other, swap=k % 2 == 1))
-            ray2 = _ray(cfg, model_dir, tmp, 2, report) if _two_workers_fit(cfg) else None
-        finally:
-            if started:
-                import ray
-
-                ray.shutdown()
+        ray1, ray1_other, pairs, ray2 = _ray_runs(cfg, model_dir, tmp, report, other)
         model_id = model_identity(model_dir)
         resolution = read_config(model_dir).image_shape[0]
     return {
@@ -254,6 +237,32 @@ def run_bench(cfg: BenchConfig, progress: Progress | None = None) -> dict[str, A
 
 
 _OTHER = {"play": "expert", "expert": "play"}
+
+
+def _ray_runs(
+    cfg: BenchConfig, model_dir: Path, tmp: Path, report: Progress, other: str | None
+) -> tuple[dict[str, Any], dict[str, Any] | None, list[Any], dict[str, Any] | None]:
+    """The Ray measurements: one worker (and the other generator, interleaved over
+    ``cfg.repeats``), then two workers where they fit: ``(ray1, ray1_other, pairs, ray2)``."""
+    from pipelines.generate_ray import connect
+
+    started = connect(None)
+    try:
+        ray1 = _ray(cfg, model_dir, tmp, 1, report)
+        ray1_other = _ray(cfg, model_dir, tmp, 1, report, other) if other else None
+        pairs: list[Any] = [(ray1, ray1_other)] if ray1_other else []
+        for k in range(1, cfg.repeats if other else 0):  # interleaved, same conditions
+            tag = tmp / f"repeat{k}"
+            tag.mkdir()
+            assert other is not None  # the range is empty without one
+            pairs.append(_pair(cfg, model_dir, tag, report, other, swap=k % 2 == 1))
+        ray2 = _ray(cfg, model_dir, tmp, 2, report) if _two_workers_fit(cfg) else None
+    finally:
+        if started:
+            import ray
+
+            ray.shutdown()
+    return ray1, ray1_other, pairs, ray2
 
 
 def _pair(
