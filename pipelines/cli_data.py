@@ -148,9 +148,9 @@ def demo(
     json_out: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
 ) -> None:
     """The main job: expert episodes in the shipped model (Ray) -> store -> LeRobot -> video."""
-    from pipelines.demo import DemoConfig, run_demo
+    from pipelines.demo import DemoConfig, execute_demo, prepare_demo
 
-    cfg = DemoConfig(out=out, model=model, env=env, episodes=episodes, steps=steps)
+    plan = prepare_demo(DemoConfig(out=out, model=model, env=env, episodes=episodes, steps=steps))
     with progress() as bar:
         tasks: dict[str, TaskID] = {}
 
@@ -159,7 +159,7 @@ def demo(
                 tasks[stage] = bar.add_task(stage, total=total, info="")
             bar.update(tasks[stage], completed=done, total=total, info=info)
 
-        summary = run_demo(cfg, on_stage)
+        summary = execute_demo(plan, on_stage)
     if json_out:
         print_json(summary)
         return

@@ -156,7 +156,30 @@ def demo_dir(cfg: DemoConfig) -> Path:
     return out
 
 
+@dataclass(frozen=True)
+class DemoPlan:
+    """A checked demo: the config, its env, the new output folder and the generation
+    into ``folder/episodes.zarr``."""
+
+    cfg: DemoConfig
+    env: DemoEnv
+    folder: Path
+    generate: GeneratePlan
+
+
+def prepare_demo(cfg: DemoConfig) -> DemoPlan:
+    """Check everything the demo needs (env, model, output folder) before any work."""
+    env = demo_env(cfg)
+    folder = demo_dir(cfg)
+    return DemoPlan(cfg, env, folder, plan_demo(cfg, folder / "episodes.zarr"))
+
+
 def run_demo(cfg: DemoConfig, on_stage: Stage | None = None) -> dict[str, Any]:
+    """:func:`prepare_demo`, then :func:`execute_demo`."""
+    return execute_demo(prepare_demo(cfg), on_stage)
+
+
+def execute_demo(demo: DemoPlan, on_stage: Stage | None = None) -> dict[str, Any]:
     """Generate -> store -> LeRobot export -> preview; returns the summary (paths, counts)."""
     from factory.gen.writer import GenProgress
     from pipelines.export import ExportConfig, export_lerobot
@@ -167,10 +190,8 @@ def run_demo(cfg: DemoConfig, on_stage: Stage | None = None) -> dict[str, Any]:
         if on_stage is not None:
             on_stage(stage, done, total, info)
 
-    env = demo_env(cfg)
-    folder = demo_dir(cfg)
+    cfg, env, folder, plan = demo.cfg, demo.env, demo.folder, demo.generate
     store = folder / "episodes.zarr"
-    plan = plan_demo(cfg, store)
 
     def on_generate(p: GenProgress) -> None:
         rate = p.frames / max(p.elapsed_s, 1e-9)

@@ -4,6 +4,8 @@ of both cameras -> a LeRobot export of both -> a preview of both side by side.""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -122,6 +124,20 @@ def test_an_unknown_env_is_refused(tmp_path: Path) -> None:
     with pytest.raises(FactoryError, match="valid: pile, pusht"):
         run_demo(DemoConfig(out=tmp_path / "d", env="mars"))
     assert not (tmp_path / "d").exists()
+
+
+def test_a_refused_demo_prints_one_line_and_no_bar(pusht_model: Path, tmp_path: Path) -> None:
+    """In a real process, with a stderr that is not a terminal: the model of another world
+    is refused before the progress bar opens, so stderr is the error line alone."""
+    factory = Path(sys.executable).parent / "factory"
+    out = tmp_path / "d"
+    args = [str(factory), "demo", "--env", "pile", "--model", str(pusht_model), "--out", str(out)]
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert proc.stdout == ""
+    assert proc.stderr.splitlines() == [proc.stderr.strip()], repr(proc.stderr)
+    assert proc.stderr.startswith("error: ") and "not pile" in proc.stderr
+    assert not out.exists()
 
 
 def test_the_pile_steps_default_lets_the_real_expert_finish() -> None:
