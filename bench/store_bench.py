@@ -161,11 +161,10 @@ def _write_times(
 
 
 def _headline(
-    eps: list[dict[str, np.ndarray]], store_dir: Path, times: dict[str, list[float]]
+    eps: list[dict[str, np.ndarray]], store_dir: Path, times: dict[str, list[float]], raw_mb: float
 ) -> dict[str, Any]:
     """The store against np.save + fsync: write speed, size, durable appends, window reads."""
     n_frames = sum(len(e["action"]) for e in eps)
-    raw_mb = sum(a.nbytes for e in eps for a in e.values()) / 1e6
     np_s, store_s = statistics.median(times["np"]), statistics.median(times["store"])
     np_img_s = statistics.median(times["np_image"])
     image_mb = sum(e["image"].nbytes for e in eps) / 1e6
@@ -221,12 +220,12 @@ def main() -> None:
         t0 = time.perf_counter()
         eps = make_episodes(args.frames, res, args.episode_len, seed=0)
         gen_s = time.perf_counter() - t0
+        raw_mb = sum(a.nbytes for e in eps for a in e.values()) / 1e6
         times = _write_times(eps, scratch, schema, args.reps)
         result: dict[str, Any] = {"resolution": res, "episode_len": args.episode_len}
-        result.update(_headline(eps, scratch / "store", times))
+        result.update(_headline(eps, scratch / "store", times, raw_mb))
         result["gen_s"] = round(gen_s, 2)
         if not args.no_variants:
-            raw_mb = sum(a.nbytes for e in eps for a in e.values()) / 1e6
             np_s = statistics.median(times["np"])
             result["variants"] = run_variants(eps, scratch, schema, raw_mb, result["frames"], np_s)
         print(json.dumps(result))

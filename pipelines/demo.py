@@ -166,12 +166,21 @@ class DemoPlan:
     folder: Path
     generate: GeneratePlan
 
+    @property
+    def store(self) -> Path:
+        return store_of(self.folder)
+
+
+def store_of(folder: Path) -> Path:
+    """The demo's episode store inside its output folder."""
+    return folder / "episodes.zarr"
+
 
 def prepare_demo(cfg: DemoConfig) -> DemoPlan:
     """Check everything the demo needs (env, model, output folder) before any work."""
     env = demo_env(cfg)
     folder = demo_dir(cfg)
-    return DemoPlan(cfg, env, folder, plan_demo(cfg, folder / "episodes.zarr"))
+    return DemoPlan(cfg, env, folder, plan_demo(cfg, store_of(folder)))
 
 
 def run_demo(cfg: DemoConfig, on_stage: Stage | None = None) -> dict[str, Any]:
@@ -190,8 +199,7 @@ def execute_demo(demo: DemoPlan, on_stage: Stage | None = None) -> dict[str, Any
         if on_stage is not None:
             on_stage(stage, done, total, info)
 
-    cfg, env, folder, plan = demo.cfg, demo.env, demo.folder, demo.generate
-    store = folder / "episodes.zarr"
+    cfg, env, folder, plan, store = demo.cfg, demo.env, demo.folder, demo.generate, demo.store
 
     def on_generate(p: GenProgress) -> None:
         rate = p.frames / max(p.elapsed_s, 1e-9)
