@@ -19,10 +19,23 @@ import numpy as np
 
 from factory.envs import make_world
 from factory.errors import FactoryError
-from factory.generators import EXPERTS, check_generator_world, labels_actions, make_generator
-from factory.record import EpisodeResult, check_output, done_episodes, open_output
+from factory.generators import (
+    EXPERTS,
+    MODEL_WORLD_SUFFIX,
+    check_generator_world,
+    labels_actions,
+    make_generator,
+)
+from factory.record import (
+    EpisodeResult,
+    check_output,
+    close_output,
+    done_episodes,
+    open_output,
+)
 from factory.record.runner import run_episode
 from factory.store import EpisodeStore
+from factory.world import WorldSpec
 
 log = logging.getLogger(__name__)
 
@@ -55,9 +68,12 @@ class EpisodeJob:
     config: np.ndarray | None = None
 
 
-def plan_jobs(cfg: CollectConfig, done: set[tuple[str, int | None]]) -> list[EpisodeJob]:
-    """The episodes still to record: seeds ``seed .. seed+N-1`` not yet ``done``."""
-    replay = _replay_sources(cfg) if cfg.generator == "replay" else None
+def plan_jobs(
+    cfg: CollectConfig, done: set[tuple[str, int | None]], spec: WorldSpec
+) -> list[EpisodeJob]:
+    """The episodes still to record in the world of ``spec``: seeds ``seed .. seed+N-1``
+    not yet ``done``."""
+    replay = _replay_sources(cfg, spec) if cfg.generator == "replay" else None
     jobs = []
     for i in range(cfg.episodes):
         seed = cfg.seed + i
@@ -73,13 +89,23 @@ def plan_jobs(cfg: CollectConfig, done: set[tuple[str, int | None]]) -> list[Epi
     return jobs
 
 
-def _replay_sources(cfg: CollectConfig) -> list[tuple[np.ndarray, np.ndarray]]:
-    """(actions (T, A), initial config (C,)) of every episode of the ``--source`` store."""
+def _replay_sources(cfg: CollectConfig, spec: WorldSpec) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(actions (T, A), initial config (C,)) of every episode of the ``--source`` store;
+    refuses a source of another world than ``spec``'s (its env, or its config's width)."""
     if cfg.source is None:
         raise FactoryError("--generator replay needs --source STORE (the episodes to replay)")
     with EpisodeStore.open(cfg.source, mode="r") as src:
-        if "task_state" not in src.schema.keys:
-            raise FactoryError(f"{cfg.source} has no data/task_state, so it cannot be replayed")
+        for key in ("state", "task_state"):
+            if key not in src.schema.keys:
+                raise FactoryError(f"{cfg.source} has no data/{key}, so it cannot be replayed")
+        recorded = str(src.attrs.get("env", "")).removesuffix(MODEL_WORLD_SUFFIX)
+        width = src.schema.keys["state"].shape[0] + src.schema.keys["task_state"].shape[0]
+        want = spec.state_dim + len(spec.task_state_names)
+        if (recorded and recorded != spec.name) or width != want:
+            raise FactoryError(
+                f"{cfg.source} holds {recorded or 'unknown'} episodes ({width} state numbers), "
+                f"the {spec.name} world starts from {want}; replay a {spec.name} store"
+            )
         out = []
         for ep in src:
             config = np.concatenate([ep["state"][0], ep["task_state"][0]]).astype(np.float64)
@@ -132,6 +158,7 @@ class CollectPlan:
     cfg: CollectConfig
     store: EpisodeStore
     jobs: list[EpisodeJob]
+    created: bool = False  # the store is new: a run that fails before a commit removes it
 
     @property
     def skipped(self) -> int:
@@ -156,9 +183,10 @@ def prepare_collect(cfg: CollectConfig) -> CollectPlan:
     check_generator_world(cfg.generator, spec.name)
     labelled = labels_actions(cfg.generator_params)
     check_output(cfg.out, spec, cfg.resolution, cfg.append, labelled)
-    jobs = plan_jobs(cfg, done_episodes(cfg.out))
+    jobs = plan_jobs(cfg, done_episodes(cfg.out), spec)
+    created = not cfg.out.exists()
     store = open_output(cfg.out, spec, cfg.resolution, cfg.append, cfg.fsync, labelled)
-    return CollectPlan(cfg=cfg, store=store, jobs=jobs)
+    return CollectPlan(cfg=cfg, store=store, jobs=jobs, created=created)
 
 
 def execute_collect(
@@ -169,7 +197,8 @@ def execute_collect(
     ``on_episode(done, total, result)`` is called after each commit. Closes the store and
     returns a summary.
     """
-    with plan.store as store:
+    store, failed = plan.store, True
+    try:
         frames = successes = 0
         for n, result in enumerate(_results(plan.cfg, plan.jobs), start=1):
             store.append_episode(result.data, result.meta)
@@ -178,6 +207,9 @@ def execute_collect(
             if on_episode is not None:
                 on_episode(n, len(plan.jobs), result)
         summary = store.summary()
+        failed = False
+    finally:
+        close_output(store, plan.created, failed)
     return {
         "recorded": len(plan.jobs),
         "skipped": plan.skipped,

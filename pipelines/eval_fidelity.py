@@ -63,6 +63,7 @@ from factory.eval.stability import stability_run
 from factory.eval.task_state import reader_real_summary
 from factory.model.files import load_model
 from factory.model.protocol import RolloutModel
+from factory.model.registry import world_of
 from factory.store import EpisodeStore
 
 log = logging.getLogger(__name__)
@@ -171,6 +172,13 @@ def _check_store(path: Path, store: EpisodeStore, model: RolloutModel) -> None:
     for key in ("image", "action", "task_state"):
         if key not in store.schema.keys:
             raise FactoryError(f"{path} has no data/{key}; fidelity needs real episodes")
+    recorded = str(store.attrs.get("env", "")).removesuffix("-model")
+    simulated = world_of(model.config)
+    if recorded and recorded != simulated:
+        raise FactoryError(
+            f"{path} holds {recorded} episodes and the model simulates the {simulated} "
+            f"world: a model of another world (score it on a {simulated} store)"
+        )
     model.check_compatible(
         action_dim=store.schema.keys["action"].shape[0],
         image_shape=store.schema.keys["image"].shape,

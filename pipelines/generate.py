@@ -78,11 +78,14 @@ def execute_generate(
     Closes the store and returns the summary (see :func:`factory.gen.writer.summarise`).
     """
     writer = Writer(plan, on_progress)
+    failed = True
     try:
         info = run_on_ray(plan, writer) if plan.jobs else {"generate_s": 0.0}
-        return summarise(writer, plan, info)
+        summary = summarise(writer, plan, info)
+        failed = False
+        return summary
     finally:
-        plan.close()
+        plan.close(failed)
 
 
 def run_generate(

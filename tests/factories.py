@@ -52,10 +52,18 @@ def tiny_config(context: int = 3, action_dim: int = 2, size: int = 32) -> WorldM
     )
 
 
-def tiny_world_model(context: int = 3, seed: int = 0, action_dim: int = 2) -> WorldModel:
-    """A :class:`WorldModel` with random, non-degenerate weights."""
+def tiny_world_model(
+    context: int = 3, seed: int = 0, action_dim: int = 2, world: str = "pusht", discs: int = 30
+) -> WorldModel:
+    """A :class:`WorldModel` of ``world`` with random, non-degenerate weights; a pile one
+    reads its ``discs`` discs' x, y with a dynamics task head, as ``factory train all --env
+    pile`` makes it."""
     torch.manual_seed(seed)
     cfg = tiny_config(context, action_dim).with_parts("autoencoder", "dynamics", "probe")
+    if world == "pile":
+        dyn_cfg = dataclasses.replace(cfg.dynamics, task_dim=2 * discs, task_angle=False)
+        cfg = dataclasses.replace(cfg, dynamics=dyn_cfg)
+    cfg = dataclasses.replace(cfg, world=world)
     dyn = Dynamics(cfg.dynamics, cfg.consistency)
     ae = Autoencoder(cfg.autoencoder)
     for p in [*dyn.parameters(), *ae.decoder.out.parameters()]:  # no zero-init outputs
@@ -64,11 +72,17 @@ def tiny_world_model(context: int = 3, seed: int = 0, action_dim: int = 2) -> Wo
 
 
 def write_tiny_model_dir(
-    path: Path, context: int = 3, action_dim: int = 2, camera: str = "top"
+    path: Path,
+    context: int = 3,
+    action_dim: int = 2,
+    camera: str = "top",
+    world: str = "pusht",
+    discs: int = 30,
 ) -> Path:
     """Save a tiny model's three parts into ``path`` (a loadable model directory), a model
-    of the store camera ``camera``."""
-    wm = tiny_world_model(context, action_dim=action_dim)
+    of the store camera ``camera`` in ``world`` (the env of the data it was trained on;
+    :func:`tiny_world_model`)."""
+    wm = tiny_world_model(context, action_dim=action_dim, world=world, discs=discs)
     cfg = dataclasses.replace(wm.config, camera=camera)
     parts = {"autoencoder": wm.autoencoder, "dynamics": wm.dynamics, "probe": wm.probe}
     for name, module in parts.items():
@@ -194,6 +208,6 @@ def tiny_object_set_model(seed: int = 0, size: int = 32, n_discs: int = 30) -> O
     return ObjectSetModel(cfg, dynamics=dyn, renderer=ren, reader=reader).eval()
 
 
-def write_tiny_object_set_dir(path: Path, seed: int = 0) -> Path:
+def write_tiny_object_set_dir(path: Path, seed: int = 0, n_discs: int = 30) -> Path:
     """Save a tiny object_set model's three parts into ``path`` (a model directory)."""
-    return _write_state_model(path, tiny_object_set_model(seed))
+    return _write_state_model(path, tiny_object_set_model(seed, n_discs=n_discs))

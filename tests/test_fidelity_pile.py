@@ -156,22 +156,33 @@ def store32(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_cli_on_a_model_dir(tmp_path: Path, store32: Path) -> None:
-    """A latent_grid model dir (its probe reads a PushT block: 3 numbers) on a pile store:
-    the frame metrics per horizon, the disc ones skipped with why; text output too."""
-    model = write_tiny_model_dir(tmp_path / "grid", context=CONTEXT)
+    """A latent_grid model dir of the pile (its task head reads the 60 disc numbers) on a
+    pile store: the frame and disc metrics per horizon, the side view's skipped with why
+    (it renders the top camera only); text output too. One that reads 20 discs (40
+    numbers) gets its disc metrics skipped with why."""
+    model = write_tiny_model_dir(tmp_path / "grid", context=CONTEXT, world="pile")
     args = ["eval", "fidelity", "--model", str(model), "--data", str(store32), "--episodes", "2"]
     args += ["--horizons", "1,10", "--stability-frames", "5", "--permanence-starts", "1"]
     result = runner.invoke(app, [*args, "--device", "cpu", "--json"])
     assert result.exit_code == 0, result.output
     r = json.loads(result.stdout)
     assert r["world"] == "pile" and r["kind"] == "latent_grid" and set(r["horizons"]) == {"1", "10"}
-    assert "3 numbers, the store's 60" in r["pile_skipped"]["disc_err_px"]
-    assert {"disc_iou_top", "copy_disc_iou_top", "real_count_gap"} <= set(r["horizons"]["1"])
-    assert "skipped" in r["reader"] and "drift_skipped" in r["hold_still"]
+    assert set(r["pile_skipped"]) == {"disc_iou_side", "count_gap"}
+    assert "top camera only" in r["pile_skipped"]["disc_iou_side"]
+    keys = {"disc_iou_top", "copy_disc_iou_top", "real_count_gap", "disc_err_px", "swept_err"}
+    assert keys <= set(r["horizons"]["1"])
+    assert r["reader"]["reader"] == "task_head" and "disc_drift_px" in r["hold_still"]
     assert "PushT" in r["stability_skipped"] and "stability" not in r
     text = runner.invoke(app, [*args, "--device", "cpu"])
     assert text.exit_code == 0, text.output
-    assert "pile store" in text.output and "disc_err_px: not measured" in text.output
+    assert "pile store" in text.output and "disc_iou_side: not measured" in text.output
+    fewer = write_tiny_model_dir(tmp_path / "g20", context=CONTEXT, world="pile", discs=20)
+    args[args.index(str(model))] = str(fewer)
+    result = runner.invoke(app, [*args, "--device", "cpu", "--json"])
+    assert result.exit_code == 0, result.output
+    r = json.loads(result.stdout)
+    assert "40 numbers, the store's 60" in r["pile_skipped"]["disc_err_px"]
+    assert "drift_skipped" in r["hold_still"]
 
 
 def test_cli_on_an_object_set_dir(tmp_path: Path, store32: Path) -> None:
@@ -193,7 +204,20 @@ def test_cli_on_an_object_set_dir(tmp_path: Path, store32: Path) -> None:
 
 
 def test_a_model_of_another_world_is_refused(tmp_path: Path, store32: Path) -> None:
-    """A PushT object_state model starts from 5 state numbers, a pile store has 62."""
-    model = write_tiny_object_state_dir(tmp_path / "obj")
-    args = ["eval", "fidelity", "--model", str(model), "--data", str(store32), "--device", "cpu"]
-    assert_one_line_error(runner.invoke(app, args), "a model of another world", "62")
+    """A PushT model on a pile store, a pile model on a PushT store and a pile model of
+    another disc count (its state 2 + 2 x 20 numbers, the store's 62) are each refused in
+    one line, before any replay."""
+    pusht_model = write_tiny_object_state_dir(tmp_path / "obj")
+    pile_model = write_tiny_object_set_dir(tmp_path / "set")
+    fewer = write_tiny_object_set_dir(tmp_path / "set20", n_discs=20)
+    args = ["collect", "--env", "pusht", "--generator", "play", "--out", str(tmp_path / "p")]
+    args += ["--episodes", "1", "--steps", "12", "--resolution", "32"]
+    assert runner.invoke(app, args).exit_code == 0
+    cases = [
+        (pusht_model, store32, ("another world", "pile episodes", "the pusht world")),
+        (pile_model, tmp_path / "p", ("another world", "pusht episodes", "the pile world")),
+        (fewer, store32, ("another world", "42", "62")),
+    ]
+    for model, data, needles in cases:
+        args = ["eval", "fidelity", "--model", str(model), "--data", str(data), "--device", "cpu"]
+        assert_one_line_error(runner.invoke(app, args), *needles)

@@ -258,8 +258,8 @@ def test_the_cli_pairs_two_latent_grid_dirs(tmp_path: Path, store: Path) -> None
     """Tiny random latent_grid dirs of each camera: every view's and cross-view number is
     there; the cross-view gap is that of the two models' own frames (re-measured from the
     same replay), not a copy of the real one."""
-    top_dir = write_tiny_model_dir(tmp_path / "top", context=CONTEXT)
-    side_dir = write_tiny_model_dir(tmp_path / "side", context=CONTEXT, camera="side")
+    top_dir = write_tiny_model_dir(tmp_path / "top", context=CONTEXT, world="pile")
+    side_dir = write_tiny_model_dir(tmp_path / "side", CONTEXT, camera="side", world="pile")
     args = ["eval", "fidelity", "--model", str(top_dir), "--side-model", str(side_dir)]
     args += ["--data", str(store), "--episodes", "2", "--horizons", "1,10"]
     args += ["--stability-frames", "0", "--permanence-starts", "0", "--device", "cpu"]
@@ -284,16 +284,19 @@ def test_the_cli_pairs_two_latent_grid_dirs(tmp_path: Path, store: Path) -> None
 
 
 def test_mismatched_side_models_are_refused(tmp_path: Path, store: Path) -> None:
-    """A side model of the top camera, of another world (3-D actions), or a --model that
-    renders the side view itself (object_set); a side model alone as --model."""
-    top_dir = write_tiny_model_dir(tmp_path / "top", context=CONTEXT)
-    side_dir = write_tiny_model_dir(tmp_path / "side", context=CONTEXT, camera="side")
-    wide = write_tiny_model_dir(tmp_path / "wide", CONTEXT, action_dim=3, camera="side")
+    """A side model of the top camera, of another world (3-D actions, or trained on PushT),
+    or a --model that renders the side view itself (object_set); a side model alone as
+    --model."""
+    top_dir = write_tiny_model_dir(tmp_path / "top", context=CONTEXT, world="pile")
+    side_dir = write_tiny_model_dir(tmp_path / "side", CONTEXT, camera="side", world="pile")
+    wide = write_tiny_model_dir(tmp_path / "wide", CONTEXT, 3, camera="side", world="pile")
+    pusht_side = write_tiny_model_dir(tmp_path / "pusht", CONTEXT, camera="side")
     both = write_tiny_object_set_dir(tmp_path / "set")
     base = ["eval", "fidelity", "--data", str(store), "--device", "cpu", "--horizons", "1"]
     cases = [
         (top_dir, top_dir, "renders the top camera, not side"),
         (top_dir, wide, "another world"),
+        (top_dir, pusht_side, "a model of the pusht world"),
         (both, side_dir, "object_set --model renders the side camera"),
     ]
     for model, side, needle in cases:

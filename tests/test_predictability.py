@@ -4,6 +4,7 @@ drifts more; stores that cannot be replayed in the real world are refused."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from factories import assert_one_line_error
 from typer.testing import CliRunner
 
 from factory.eval.predictability import jittered_starts, run_predictability
+from factory.store import EpisodeStore
 from pipelines.cli import app
 
 runner = CliRunner()
@@ -96,3 +98,19 @@ def test_cli_json_and_refusals(pile: Path, tmp_path: Path) -> None:
     for jitter in ("-1", "x", "inf"):
         bad = runner.invoke(app, [*args, "--jitter", jitter])
         assert_one_line_error(bad, "--jitter")
+
+
+def test_a_store_generated_inside_a_model_is_refused(pile: Path, tmp_path: Path) -> None:
+    """`factory generate` records its world's name (here pile), but its episodes are the
+    model's (meta source ``world_model``), which the real world does not replay: one
+    line, exit 2. The store is the collected one's episodes with that provenance."""
+    out = tmp_path / "gen.zarr"
+    with EpisodeStore.open(pile) as src:
+        attrs = {**src.attrs}
+        kw = {"fps": src.fps, "action_meaning": src.action_meaning, "attrs": attrs}
+        with EpisodeStore.create(out, src.schema, **kw) as dst:
+            for ep in list(src)[:2]:
+                meta = dataclasses.replace(ep.meta, source="world_model", model_id="m")
+                dst.append_episode({k: np.asarray(ep[k]) for k in src.schema.keys}, meta)
+    bad = runner.invoke(app, ["eval", "predictability", "--data", str(out)])
+    assert_one_line_error(bad, "2 episodes generated inside a model", "factory collect")

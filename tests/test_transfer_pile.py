@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from factories import tiny_object_set_model
+from factories import assert_one_line_error, tiny_object_set_model
 from pile_stand_in import PileStandIn
 from typer.testing import CliRunner
 
@@ -137,6 +137,9 @@ def test_cli_transfer_of_an_object_set_store_replays_in_the_pile(tmp_path: Path)
     for row in r["per_episode"]:
         assert row["reset"] == "seed" and row["reset_err"] == 0.0 and row["steps"] == 5
         assert np.isfinite(row["disc_err_px"]) and len(row["real_pose"]) == 60
+    # an --env of another world than the episodes' is refused before any replay
+    wrong = CliRunner().invoke(app, ["eval", "transfer", str(path), "--env", "pusht"])
+    assert_one_line_error(wrong, "episode 0 was generated in a model of the pile world")
 
 
 def test_the_replay_view_refuses_a_pile_episode_in_one_line(tmp_path: Path) -> None:

@@ -23,6 +23,7 @@ from factory.errors import FactoryError, ModelError
 from factory.eval.fidelity import Replayed, ReplaySet, rollout_replay
 from factory.model.config import MAIN_CAMERA
 from factory.model.protocol import RolloutModel
+from factory.model.registry import world_of
 from factory.record.output import view_key
 from factory.store import EpisodeStore
 
@@ -41,7 +42,7 @@ def check_pair(model: RolloutModel, side: RolloutModel | None, store: EpisodeSto
     """Refuse (:class:`FactoryError`, one line) a main model whose frames are not the top
     camera's (a side-camera model alone: fidelity would compare its frames with the top
     camera's), and a ``side`` model that is not a model of this store's side camera:
-    another camera, a model that renders both, another action dim or frame size."""
+    another camera, a model that renders both, another world, action dim or frame size."""
     cam = model_camera(model)
     if cam != MAIN_CAMERA:
         raise FactoryError(
@@ -60,6 +61,11 @@ def check_pair(model: RolloutModel, side: RolloutModel | None, store: EpisodeSto
         raise FactoryError(
             f"--side-model: the {side.kind} model renders the {shown} camera, not {SIDE} "
             f"(train one with --camera {SIDE})"
+        )
+    if world_of(side.config) != world_of(model.config):
+        raise FactoryError(
+            f"--side-model: a model of the {world_of(side.config)} world, the --model's is "
+            f"{world_of(model.config)} (a model of another world)"
         )
     try:
         side.check_compatible(

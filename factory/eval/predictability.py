@@ -62,6 +62,12 @@ def world_of_store(store: EpisodeStore) -> str:
         )
     if env not in WORLDS:
         raise FactoryError(f"{store.path} records env {env!r}; known worlds: {', '.join(WORLDS)}")
+    made = sum(m.source == "world_model" for m in store.all_meta())
+    if made:
+        raise FactoryError(
+            f"{store.path} holds {made} episodes generated inside a model (factory generate); "
+            "predictability replays episodes recorded in the real world (factory collect)"
+        )
     for key in ("state", "task_state", "action", "image"):
         if key not in store.schema.keys:
             raise FactoryError(f"{store.path} has no data/{key}; predictability needs it")

@@ -97,8 +97,8 @@ def seeded_episode(ep: Episode, env: str | None = None) -> TransferEpisode | Non
 
 def load_targets(store: EpisodeStore, env: str | None = None) -> tuple[list[TransferEpisode], int]:
     """The store's seeded episodes and the number of others skipped; refuses a store with
-    none, one without ``action`` and ``task_state``, or an episode with non-finite actions
-    (before any replay starts)."""
+    none, one without ``action`` and ``task_state``, an episode with non-finite actions or
+    one generated in another world than ``env`` (before any replay starts)."""
     for key in ("action", "task_state"):
         if key not in store.schema.keys:
             raise FactoryError(f"{store.path} has no data/{key}; it was not written by generate")
@@ -109,6 +109,12 @@ def load_targets(store: EpisodeStore, env: str | None = None) -> tuple[list[Tran
         if target is None:
             kind = f"{ep.meta.source}/{ep.meta.extra.get('initial', '-')}"
             sources[kind] = sources.get(kind, 0) + 1
+        elif env is not None and "world" in ep.meta.extra and world_of(ep.meta.extra) != env:
+            raise FactoryError(
+                f"{store.path} episode {target.index} was generated in a model of the "
+                f"{world_of(ep.meta.extra)} world, not {env}; drop --env or pass --env "
+                f"{world_of(ep.meta.extra)}"
+            )
         elif not np.isfinite(target.actions).all():
             raise FactoryError(
                 f"{store.path} episode {target.index} has non-finite actions (NaN or inf); "

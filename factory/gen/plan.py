@@ -29,6 +29,7 @@ from factory.generators import (
     EXPERTS,
     GENERATOR_WORLDS,
     GENERATORS,
+    MODEL_WORLD_SUFFIX,
     check_generator_world,
     labels_actions,
     make_generator,
@@ -37,7 +38,7 @@ from factory.generators.dart import split_noise
 from factory.model import read_config
 from factory.model.files import model_dir_or_default, model_identity
 from factory.model.registry import kind_of, world_of
-from factory.record import check_output, done_episodes, open_output
+from factory.record import check_output, close_output, done_episodes, open_output
 from factory.store import EpisodeStore
 from factory.world import WorldSpec
 
@@ -88,6 +89,7 @@ class GeneratePlan:
     spec: WorldSpec
     store: EpisodeStore | None
     jobs: list[GenJob]
+    created: bool = False  # :meth:`output` created the store (a failed run may remove it)
 
     @property
     def labelled(self) -> bool:
@@ -102,14 +104,17 @@ class GeneratePlan:
         """The output store, created on first use."""
         if self.store is None:
             res = self.spec.image_shape[0]
+            self.created = not self.cfg.out.exists()
             self.store = open_output(
                 self.cfg.out, self.spec, res, self.cfg.append, self.cfg.fsync, self.labelled
             )
         return self.store
 
-    def close(self) -> None:
+    def close(self, failed: bool = False) -> None:
+        """Close the output; a store this run created and ``failed`` to commit any episode
+        to is removed (:func:`~factory.record.output.close_output`)."""
         if self.store is not None:
-            self.store.close()
+            close_output(self.store, self.created, failed)
 
 
 def _check_numbers(cfg: GenerateConfig) -> None:
@@ -194,7 +199,8 @@ def plan_generate(cfg: GenerateConfig) -> GeneratePlan:
             f"generator {cfg.generator!r} makes {gen_dim}-D actions but model {model_dir} "
             f"takes {mcfg.action_dim}-D actions; use a matching model or generator"
         )
-    base_jobs = _replay_jobs(cfg, resolution) if cfg.generator == "replay" else None
+    replaying = cfg.generator == "replay"
+    base_jobs = _replay_jobs(cfg, resolution, world_of(mcfg)) if replaying else None
     labelled = labels_actions(cfg.generator_params)
     check_output(cfg.out, spec, resolution, cfg.append, labelled)
     jobs = plan_jobs(cfg, done_episodes(cfg.out), base_jobs)
@@ -248,11 +254,18 @@ def plan_jobs(
     return jobs
 
 
-def _replay_jobs(cfg: GenerateConfig, resolution: int) -> list[GenJob]:
-    """One template job per ``--source`` episode: its real first frames and its actions."""
+def _replay_jobs(cfg: GenerateConfig, resolution: int, world: str) -> list[GenJob]:
+    """One template job per ``--source`` episode: its real first frames and its actions;
+    refuses a source recorded in another world than the model's ``world``."""
     assert cfg.source is not None
     out = []
     with EpisodeStore.open(cfg.source, mode="r") as src:
+        recorded = str(src.attrs.get("env", "")).removesuffix(MODEL_WORLD_SUFFIX)
+        if recorded and recorded != world:
+            raise FactoryError(
+                f"{cfg.source} holds {recorded} episodes and the model simulates the {world} "
+                f"world; replay a {world} store"
+            )
         shape = tuple(src.schema.keys["image"].shape) if "image" in src.schema.keys else None
         if shape != (resolution, resolution, 3):
             raise FactoryError(

@@ -3,6 +3,7 @@
 
 from factory.record.output import (
     check_output,
+    close_output,
     done_episodes,
     open_output,
     store_attrs,
@@ -28,6 +29,7 @@ __all__ = [
     "Slots",
     "Start",
     "check_output",
+    "close_output",
     "done_episodes",
     "open_output",
     "run_episode",

@@ -7,6 +7,7 @@ create the store only once the work can start, so a refused run leaves nothing b
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -119,3 +120,14 @@ def done_episodes(out: Path) -> set[tuple[str, int | None]]:
         return set()
     with EpisodeStore.open(out, mode="r") as store:
         return {(m.generator, m.seed) for m in store.all_meta()}
+
+
+def close_output(store: EpisodeStore, created: bool, failed: bool) -> None:
+    """Close a recording command's output store. One that this run ``created`` and left
+    without an episode when it ``failed`` is removed, so a run that fails before its first
+    commit leaves nothing behind (a rerun needs no ``--append``); committed episodes are
+    always kept."""
+    path, empty = store.path, store.n_episodes == 0
+    store.close()
+    if created and failed and empty:
+        shutil.rmtree(path, ignore_errors=True)
