@@ -17,11 +17,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from exporters.lerobot_common import require_lerobot
 from exporters.lerobot_export import (
     DEFAULT_CRF,
     VideoOptions,
     WriteRequest,
+    exported_keys,
     integer_fps,
     lerobot_features,
     write_dataset,
@@ -120,6 +123,29 @@ def select_episodes(store: EpisodeStore, text: str | None, only_success: bool) -
     return chosen
 
 
+def check_finite(
+    store: EpisodeStore, episodes: list[int], keys: list[str], actions: str = "executed"
+) -> None:
+    """Refuse (one line, before anything is written) episodes whose exported numbers hold
+    a NaN or inf: a policy trained on the dataset would learn them. ``keys`` are the
+    exported store keys (:func:`exported_keys`), and the task state that the environment
+    state is derived from; with ``actions`` ``label`` the action column comes from
+    ``action_label``."""
+    numeric = [k for k in keys if k not in store.schema.image_keys]
+    if "task_state" in store.schema.keys and "task_state" not in numeric:
+        numeric.append("task_state")  # the environment state's keypoints come from it
+    if actions == "label":
+        numeric = ["action_label" if k == "action" else k for k in numeric]
+    for key in numeric:
+        bad = [i for i in episodes if not np.isfinite(np.asarray(store.episode(i)[key])).all()]
+        if bad:
+            shown = ", ".join(map(str, bad[:10])) + (" ..." if len(bad) > 10 else "")
+            raise FactoryError(
+                f"{store.path} episode(s) {shown} hold non-finite {key} values (NaN or inf); "
+                "export the others with --episodes"
+            )
+
+
 def check_out(cfg: ExportConfig) -> None:
     """Refuse a malformed repo id, an existing ``out`` (unless ``overwrite`` and it is a
     LeRobot dataset or empty) and an ``out`` that holds the source store."""
@@ -150,6 +176,7 @@ def export_lerobot(cfg: ExportConfig, on_progress: Progress | None = None) -> di
     with EpisodeStore.open(cfg.store, mode="r") as store:
         episodes = select_episodes(store, cfg.episodes, cfg.only_success)
         lerobot_features(store, cfg.video, cfg.obs, cfg.actions)
+        check_finite(store, episodes, exported_keys(store, cfg.obs, cfg.actions), cfg.actions)
         fps = integer_fps(store)
         require_lerobot()
         tmp = cfg.out.parent / f".{cfg.out.name}.exporting-{os.getpid()}-{uuid.uuid4().hex[:8]}"

@@ -92,7 +92,7 @@ def replay_set(
     eps = [store.episode(i) for i in chosen]
     has_state = "state" in store.schema.keys
     cameras = [k for k in store.schema.keys if k.startswith("image_")]
-    return ReplaySet(
+    rs = ReplaySet(
         frames=np.stack([e["image"][:need] for e in eps]),
         actions=np.stack([e["action"][:need] for e in eps]).astype(np.float32),
         task_state=np.stack([e["task_state"][:need] for e in eps]).astype(np.float32),
@@ -100,6 +100,24 @@ def replay_set(
         state=np.stack([e["state"][:need] for e in eps]).astype(np.float32) if has_state else None,
         views={k.removeprefix("image_"): np.stack([e[k][:need] for e in eps]) for k in cameras},
     )
+    for key, arr in {"action": rs.actions, "task_state": rs.task_state, "state": rs.state}.items():
+        if arr is not None:
+            _refuse_non_finite(store, key, arr, chosen)
+    return rs
+
+
+def _refuse_non_finite(store: EpisodeStore, key: str, arr: np.ndarray, chosen: list[int]) -> None:
+    """Refuse (one line) replay windows ``arr`` (E, T, ...) of the store episodes
+    ``chosen`` that hold a NaN or inf in ``key``: a replay would carry it into every
+    metric."""
+    bad = [i for i, window in zip(chosen, arr, strict=True) if not np.isfinite(window).all()]
+    if bad:
+        from factory.errors import FactoryError
+
+        raise FactoryError(
+            f"{store.path} episode(s) {bad} hold non-finite {key} values (NaN or inf) in "
+            f"their first {arr.shape[1]} steps; they cannot be replayed"
+        )
 
 
 @dataclass(frozen=True)

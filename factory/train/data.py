@@ -204,6 +204,9 @@ def load_episode_data(
             arrays[frames_key] = np.broadcast_to(np.zeros((1, *shape[1:]), np.uint8), shape)
         ends = np.asarray(store.episode_ends)
         env = store.attrs.get("env")
+    for key in ("action", "state", "task_state"):
+        if key in arrays:
+            refuse_non_finite(path, key, arrays[key], ends)
     return EpisodeData(
         frames=arrays[frames_key],
         actions=arrays["action"].astype(np.float32),
@@ -213,3 +216,17 @@ def load_episode_data(
         source=str(path),
         world=None if env is None else str(env).removesuffix("-model"),
     )
+
+
+def refuse_non_finite(path: Path, key: str, values: np.ndarray, ends: np.ndarray) -> None:
+    """Refuse (one line) a store whose ``key`` values (N, ...) hold a NaN or inf: training
+    on one would spoil every weight it reaches. Names the episodes (``ends``: the store's
+    ``episode_ends``) that hold them."""
+    bad = ~np.isfinite(values.reshape(len(values), -1)).all(axis=1)
+    if bad.any():
+        episodes = sorted({int(i) for i in np.searchsorted(ends, np.flatnonzero(bad), "right")})
+        shown = ", ".join(map(str, episodes[:10])) + (" ..." if len(episodes) > 10 else "")
+        raise FactoryError(
+            f"{path} holds non-finite {key} values (NaN or inf) in episode(s) {shown}; "
+            "it cannot train a model"
+        )
