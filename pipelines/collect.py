@@ -17,15 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from factory.envs import make_world
+from factory.envs import make_world, recorded_world
 from factory.errors import FactoryError
-from factory.generators import (
-    EXPERTS,
-    MODEL_WORLD_SUFFIX,
-    check_generator_world,
-    labels_actions,
-    make_generator,
-)
+from factory.generators import EXPERTS, check_generator_world, labels_actions, make_generator
 from factory.record import (
     EpisodeResult,
     check_output,
@@ -98,10 +92,10 @@ def _replay_sources(cfg: CollectConfig, spec: WorldSpec) -> list[tuple[np.ndarra
         for key in ("state", "task_state"):
             if key not in src.schema.keys:
                 raise FactoryError(f"{cfg.source} has no data/{key}, so it cannot be replayed")
-        recorded = str(src.attrs.get("env", "")).removesuffix(MODEL_WORLD_SUFFIX)
+        recorded = recorded_world(src.attrs)
         width = src.schema.keys["state"].shape[0] + src.schema.keys["task_state"].shape[0]
         want = spec.state_dim + len(spec.task_state_names)
-        if (recorded and recorded != spec.name) or width != want:
+        if (recorded is not None and recorded != spec.name) or width != want:
             raise FactoryError(
                 f"{cfg.source} holds {recorded or 'unknown'} episodes ({width} state numbers), "
                 f"the {spec.name} world starts from {want}; replay a {spec.name} store"

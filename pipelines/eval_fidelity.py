@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from factory.device import resolve_device
+from factory.envs import WORLDS, recorded_world
 from factory.eval.fidelity import (
     HORIZONS,
     ReplayPlan,
@@ -172,9 +173,8 @@ def _check_store(path: Path, store: EpisodeStore, model: RolloutModel) -> None:
     for key in ("image", "action", "task_state"):
         if key not in store.schema.keys:
             raise FactoryError(f"{path} has no data/{key}; fidelity needs real episodes")
-    recorded = str(store.attrs.get("env", "")).removesuffix("-model")
-    simulated = world_of(model.config)
-    if recorded and recorded != simulated:
+    recorded, simulated = recorded_world(store.attrs), world_of(model.config)
+    if recorded is not None and simulated in WORLDS and recorded != simulated:
         raise FactoryError(
             f"{path} holds {recorded} episodes and the model simulates the {simulated} "
             f"world: a model of another world (score it on a {simulated} store)"

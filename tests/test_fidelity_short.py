@@ -153,3 +153,22 @@ def test_no_horizon_fits_is_refused(grid_dir: Path, stores: dict[str, Path]) -> 
 def test_parse_horizons() -> None:
     assert parse_horizons("1,10,50") == (1, 10, 50)
     assert parse_horizons(" 50, 1 ,10,1") == (1, 10, 50)  # sorted, each once
+
+
+def test_a_store_of_an_unknown_env_is_scored(
+    grid_dir: Path, stores: dict[str, Path], tmp_path: Path
+) -> None:
+    """A store whose env is no world of ours (an imported dataset's robot, here
+    ``lerobot``) is not refused as another world: its shapes decide, and these fit."""
+    import shutil
+
+    import zarr
+
+    data = tmp_path / "imported.zarr"
+    shutil.copytree(stores["short"], data)
+    zarr.open_group(str(data), mode="r+").attrs["env"] = "lerobot"
+    with EpisodeStore.open(data) as store:
+        assert store.attrs["env"] == "lerobot"
+    r = _fidelity(grid_dir, data, "--horizons", "1,10", "--permanence-starts", "0",
+                  "--stability-frames", "0")  # fmt: skip
+    assert set(r["horizons"]) == {"1", "10"}

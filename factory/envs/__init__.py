@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from factory.errors import FactoryError
 from factory.world import World
@@ -35,4 +36,12 @@ def make_world(name: str, batch_size: int = 1, resolution: int = 96) -> World:
     return factory(batch_size, resolution)
 
 
-__all__ = ["WORLDS", "make_world"]
+def recorded_world(attrs: Mapping[str, Any]) -> str | None:
+    """The known world a store's episodes were recorded in, from its attrs' ``env`` (one
+    recorded inside a model of it, ``pusht-model``, counts as ``pusht``); None for a store
+    of another env (an imported dataset's robot) or of none."""
+    env = str(attrs.get("env", "")).removesuffix("-model")
+    return env if env in WORLDS else None
+
+
+__all__ = ["WORLDS", "make_world", "recorded_world"]

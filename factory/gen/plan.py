@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from factory.envs import make_world
+from factory.envs import make_world, recorded_world
 from factory.envs.model_world import check_main_camera
 from factory.envs.pusht import pusht_spec
 from factory.envs.scoring import check_success_score
@@ -29,7 +29,6 @@ from factory.generators import (
     EXPERTS,
     GENERATOR_WORLDS,
     GENERATORS,
-    MODEL_WORLD_SUFFIX,
     check_generator_world,
     labels_actions,
     make_generator,
@@ -260,8 +259,8 @@ def _replay_jobs(cfg: GenerateConfig, resolution: int, world: str) -> list[GenJo
     assert cfg.source is not None
     out = []
     with EpisodeStore.open(cfg.source, mode="r") as src:
-        recorded = str(src.attrs.get("env", "")).removesuffix(MODEL_WORLD_SUFFIX)
-        if recorded and recorded != world:
+        recorded = recorded_world(src.attrs)
+        if recorded is not None and recorded != world:
             raise FactoryError(
                 f"{cfg.source} holds {recorded} episodes and the model simulates the {world} "
                 f"world; replay a {world} store"
