@@ -8,13 +8,16 @@ factory teleop --world pusht --device scripted --headless --episodes 3 --out run
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 from urllib.parse import urlsplit
 
 import typer
 
 from pipelines.cli_app import app
 from pipelines.console import err_console, print_json, user_errors
+
+if TYPE_CHECKING:
+    from pipelines.teleop import TeleopConfig, TeleopSession
 
 
 @app.command()
@@ -63,7 +66,7 @@ def teleop(
     json_out: Annotated[bool, typer.Option("--json", help="Print a JSON summary.")] = False,
 ) -> None:
     """Drive the robot inside the world model (or the ground truth) and record episodes."""
-    from pipelines.teleop import TeleopConfig, TeleopSession, run_teleop
+    from pipelines.teleop import TeleopConfig, run_teleop
 
     cfg = TeleopConfig(
         out=out,
@@ -89,22 +92,32 @@ def teleop(
         threads=threads,
     )
 
-    def ready(session: TeleopSession) -> None:
-        where = f"; open {session.viewer.location}" if device == "web" else ""
-        keys = "" if device == "scripted" else "; space start, enter/n save, x discard, q quit"
-        text = f"teleop: {device} in {session.world.spec.name}{where}{keys}"
-        err_console.print(text, soft_wrap=True, highlight=False, markup=False)
-        if device == "web":
-            served = urlsplit(session.viewer.location).port or port
-            for line in web_warnings(host, served, no_token):
-                err_console.print(f"[yellow]warning:[/] {line}", soft_wrap=True, highlight=False)
+    summary = run_teleop(cfg, lambda session: _announce(session, cfg))
+    _report(summary, cfg, json_out)
 
-    summary = run_teleop(cfg, ready)
+
+def _announce(session: TeleopSession, cfg: TeleopConfig) -> None:
+    """What the operator is driving and how: one line on stderr once the session is up
+    (with ``--device web`` its address and any warnings about serving it)."""
+    device = cfg.device
+    where = f"; open {session.viewer.location}" if device == "web" else ""
+    keys = "" if device == "scripted" else "; space start, enter/n save, x discard, q quit"
+    text = f"teleop: {device} in {session.world.spec.name}{where}{keys}"
+    err_console.print(text, soft_wrap=True, highlight=False, markup=False)
+    if device == "web":
+        served = urlsplit(session.viewer.location).port or cfg.port
+        for line in web_warnings(cfg.host, served, cfg.no_token):
+            err_console.print(f"[yellow]warning:[/] {line}", soft_wrap=True, highlight=False)
+
+
+def _report(summary: dict[str, Any], cfg: TeleopConfig, json_out: bool) -> None:
+    """The session's summary (JSON or one line); exit 2 when the device was unplugged
+    (the episodes saved before stay), 130 when interrupted."""
     if json_out:
         print_json(summary)
     else:
         err_console.print(
-            f"saved {summary['episodes']} episodes ({summary['frames']} frames) to {out}: "
+            f"saved {summary['episodes']} episodes ({summary['frames']} frames) to {cfg.out}: "
             f"{summary['achieved_fps']:.1f} fps, {100 * summary['late_frac']:.1f}% late, "
             f"latency p99 {summary['latency_ms_p99']:.0f} ms",
             soft_wrap=True,
