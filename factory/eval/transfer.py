@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from factory.envs import make_world
+from factory.envs import WORLDS, make_world
 from factory.errors import FactoryError
 from factory.eval import metrics as m
 from factory.eval.pile_metrics import disc_position_error
@@ -109,7 +109,7 @@ def load_targets(store: EpisodeStore, env: str | None = None) -> tuple[list[Tran
         if target is None:
             kind = f"{ep.meta.source}/{ep.meta.extra.get('initial', '-')}"
             sources[kind] = sources.get(kind, 0) + 1
-        elif env is not None and "world" in ep.meta.extra and world_of(ep.meta.extra) != env:
+        elif env in WORLDS and "world" in ep.meta.extra and world_of(ep.meta.extra) != env:
             raise FactoryError(
                 f"{store.path} episode {target.index} was generated in a model of the "
                 f"{world_of(ep.meta.extra)} world, not {env}; drop --env or pass --env "
