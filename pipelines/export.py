@@ -17,8 +17,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from exporters.lerobot_common import require_lerobot
 from exporters.lerobot_export import (
     DEFAULT_CRF,
@@ -39,6 +37,7 @@ from exporters.lerobot_import import (
 )
 from factory.errors import FactoryError
 from factory.store import EpisodeStore
+from factory.store.finite import non_finite_episodes, shown
 
 Progress = Callable[[int, int, int], None]  # (episodes done, episodes total, frames done)
 REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -136,13 +135,13 @@ def check_finite(
         numeric.append("task_state")  # the environment state's keypoints come from it
     if actions == "label":
         numeric = ["action_label" if k == "action" else k for k in numeric]
-    for key in numeric:
-        bad = [i for i in episodes if not np.isfinite(np.asarray(store.episode(i)[key])).all()]
+    ends = store.episode_ends
+    for key, values in store.load(numeric).items():
+        bad = sorted(set(non_finite_episodes(values, ends)) & set(episodes))
         if bad:
-            shown = ", ".join(map(str, bad[:10])) + (" ..." if len(bad) > 10 else "")
             raise FactoryError(
-                f"{store.path} episode(s) {shown} hold non-finite {key} values (NaN or inf); "
-                "export the others with --episodes"
+                f"{store.path} episode(s) {shown(bad)} hold non-finite {key} values (NaN or "
+                "inf); export the others with --episodes"
             )
 
 

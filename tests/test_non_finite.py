@@ -69,3 +69,20 @@ def test_the_export_refuses_a_nan_and_exports_the_rest(
     ok = runner.invoke(app, [*args, "--episodes", "0"])
     assert ok.exit_code == 0, ok.output
     assert out.exists()
+
+
+def test_non_finite_frames_map_to_their_episodes() -> None:
+    """Frames 0..4 are episode 0, 5..6 episode 1, 7..9 episode 2 (ends 5, 7, 10): a NaN at
+    each episode's first and last frame names that episode, an inf too; finite: none."""
+    from factory.store.finite import non_finite_episodes, shown
+
+    ends = np.array([5, 7, 10])
+    values = np.zeros((10, 2), np.float32)
+    assert non_finite_episodes(values, ends) == []
+    for frame, episode in ((0, 0), (4, 0), (5, 1), (6, 1), (7, 2), (9, 2)):
+        bad = values.copy()
+        bad[frame, 1] = np.nan if frame % 2 else np.inf
+        assert non_finite_episodes(bad, ends) == [episode], frame
+    values[[4, 9]] = np.nan
+    assert non_finite_episodes(values, ends) == [0, 2]
+    assert shown(list(range(12))) == "0, 1, 2, 3, 4, 5, 6, 7, 8, 9 ..."

@@ -16,6 +16,7 @@ from factory.errors import FactoryError
 from factory.model.config import MAIN_CAMERA
 from factory.record.output import view_key
 from factory.store import EpisodeStore
+from factory.store.finite import non_finite_episodes, shown
 
 log = logging.getLogger(__name__)
 
@@ -222,11 +223,9 @@ def refuse_non_finite(path: Path, key: str, values: np.ndarray, ends: np.ndarray
     """Refuse (one line) a store whose ``key`` values (N, ...) hold a NaN or inf: training
     on one would spoil every weight it reaches. Names the episodes (``ends``: the store's
     ``episode_ends``) that hold them."""
-    bad = ~np.isfinite(values.reshape(len(values), -1)).all(axis=1)
-    if bad.any():
-        episodes = sorted({int(i) for i in np.searchsorted(ends, np.flatnonzero(bad), "right")})
-        shown = ", ".join(map(str, episodes[:10])) + (" ..." if len(episodes) > 10 else "")
+    bad = non_finite_episodes(values, ends)
+    if bad:
         raise FactoryError(
-            f"{path} holds non-finite {key} values (NaN or inf) in episode(s) {shown}; "
+            f"{path} holds non-finite {key} values (NaN or inf) in episode(s) {shown(bad)}; "
             "it cannot train a model"
         )
