@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from factory.envs import recorded_world
 from factory.eval import metrics as m
 from factory.eval import pile_metrics as pm
 from factory.eval.fidelity import Replayed, ReplayPlan, ReplaySet
@@ -40,7 +41,7 @@ Pair = tuple[ReplaySet, Replayed]
 
 def is_pile_store(store: EpisodeStore) -> bool:
     """Whether ``store`` holds pile episodes (recorded in the world or in its model)."""
-    return str(store.attrs.get("env", "")).removesuffix("-model") == "pile"
+    return recorded_world(store.attrs) == "pile"
 
 
 def _mean(x: np.ndarray) -> float | None:
