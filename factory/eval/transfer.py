@@ -106,14 +106,14 @@ def load_targets(store: EpisodeStore, env: str | None = None) -> tuple[list[Tran
     sources: dict[str, int] = {}
     for ep in store:
         target = seeded_episode(ep, env)
+        made_in = world_of(ep.meta.extra) if "world" in ep.meta.extra else None
         if target is None:
             kind = f"{ep.meta.source}/{ep.meta.extra.get('initial', '-')}"
             sources[kind] = sources.get(kind, 0) + 1
-        elif env in WORLDS and "world" in ep.meta.extra and world_of(ep.meta.extra) != env:
+        elif env in WORLDS and made_in is not None and made_in != env:
             raise FactoryError(
                 f"{store.path} episode {target.index} was generated in a model of the "
-                f"{world_of(ep.meta.extra)} world, not {env}; drop --env or pass --env "
-                f"{world_of(ep.meta.extra)}"
+                f"{made_in} world, not {env}; drop --env or pass --env {made_in}"
             )
         elif not np.isfinite(target.actions).all():
             raise FactoryError(
