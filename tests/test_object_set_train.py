@@ -55,6 +55,7 @@ def test_store_config_and_refusals(pile_store: Path, tmp_path: Path) -> None:
     assert cfg.renderer.learn_heights and cfg.renderer.binary_weight == 0.0
     assert cfg.renderer.order_by_rise and cfg.renderer.lift_start == 0.0
     assert not cfg.dynamics.coast  # the coasting term is an ablation's, off by default
+    assert cfg.dynamics.edge_frames  # version 8's dynamics
     pusht = tmp_path / "pusht.zarr"
     _ok(["collect", "--out", str(pusht), "--episodes", "1", "--steps", "5",
          "--resolution", str(SIZE)])  # fmt: skip
@@ -92,22 +93,31 @@ def test_camera_fit_finds_both_cameras(pile_store: Path) -> None:
         assert abs(float(cam.rise()) - want_rise) < 0.15, (name, float(cam.rise()), rise)
 
 
-def _train_config() -> ObjectSetConfig:
+def _train_config(edge_frames: bool = False) -> ObjectSetConfig:
     """The tiny config at the store's size, opacity prior off (its loss is the MSE)."""
     base = tiny_object_set_config(STORE_SIZE)
+    dyn = dataclasses.replace(base.dynamics, hidden=32, message_steps=2, edge_frames=edge_frames)
     return dataclasses.replace(
         base,
-        dynamics=dataclasses.replace(base.dynamics, hidden=32, message_steps=2),
+        dynamics=dyn,
         renderer=dataclasses.replace(base.renderer, binary_weight=0.0),
         reader=dataclasses.replace(base.reader, layers=3),
     )
 
 
 def _train(
-    stage: str, store: Path, out: Path, steps: int, batch: int, lr: float | None = None, **kw: Any
+    stage: str,
+    store: Path,
+    out: Path,
+    steps: int,
+    batch: int,
+    lr: float | None = None,
+    edge_frames: bool = False,
+    **kw: Any,
 ) -> list[float]:
     """Train one part for ``steps`` steps of ``batch`` (learning rate ``lr``, default the
-    stage's); its (smoothed) loss at every step."""
+    stage's; the dynamics in edge frames or board axes); its (smoothed) loss at every
+    step."""
     from factory.train.data import load_episode_data
     from factory.train.loop import Budget, TrainConfig
     from factory.train.object_set import STAGE_TRAIN, train_set_part
@@ -122,7 +132,7 @@ def _train(
         losses.append(metrics["loss"])
 
     data = load_episode_data(store)
-    train_set_part(stage, data, out, _train_config(), Budget(steps=steps),
+    train_set_part(stage, data, out, _train_config(edge_frames), Budget(steps=steps),
                    on_progress=progress, train_cfg=tc, **kw)  # fmt: skip
     return losses
 
@@ -153,11 +163,15 @@ def test_training_the_renderer_fits_both_cameras(pile_store: Path, tmp_path: Pat
         assert err < 0.6 * board, (cam, err, board)
 
 
-def test_training_the_dynamics_beats_copy_last(pile_store: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("edge_frames", [False, True], ids=["board_axes", "edge_frames"])
+def test_training_the_dynamics_beats_copy_last(
+    pile_store: Path, tmp_path: Path, edge_frames: bool
+) -> None:
     from factory.train.object_set import SetSchedule
 
     sched = SetSchedule(unrolls=(2,), at=(0.0,))
-    losses = _train("dynamics", pile_store, tmp_path / "m", 150, 32, lr=3e-3, schedule=sched)
+    losses = _train("dynamics", pile_store, tmp_path / "m", 150, 32, lr=3e-3,
+                    edge_frames=edge_frames, schedule=sched)  # fmt: skip
     assert np.mean(losses[-10:]) < 0.5 * np.mean(losses[:10]), losses
     dyn = load_model_dir(tmp_path / "m", parts=("dynamics",)).dynamics
     data, states, val = _held_out(pile_store)
@@ -268,6 +282,11 @@ def test_set_configures_a_fresh_object_set_model(pile_store: Path, tmp_path: Pat
     assert read_config(dyn).kind == "object_set"
     assert read_config(dyn).dynamics.message_steps == 3
     assert load_model_dir(dyn, parts=("dynamics",)).dynamics.coast is not None
+    assert load_model_dir(dyn, parts=("dynamics",)).dynamics.frames is not None
+    axes = tmp_path / "board_axes"  # the ablation's other arm, by the same option
+    _ok(["train", "dynamics", *base[:2], "--out", str(axes), *base[4:],
+         "--set", "dynamics.edge_frames=false"])  # fmt: skip
+    assert load_model_dir(axes, parts=("dynamics",)).dynamics.frames is None
 
 
 def test_generate_pile_expert_writes_both_cameras(ray_session: Any, tmp_path: Path) -> None:

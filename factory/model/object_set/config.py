@@ -40,7 +40,12 @@ class SetDynamicsConfig:
     output; without it (the default) the network's output is the whole step. It makes a
     freely sliding disc's step exact but did not improve rollouts at 4,031 steps of
     training (docs/MODEL_CARD_pile.md, "And the dynamics?"), so it is off unless set
-    (``--set dynamics.coast=true``)."""
+    (``--set dynamics.coast=true``).
+
+    ``edge_frames``: every edge reads its inputs in its own pair's frame and sends back
+    ``vectors`` vector channels in it (:mod:`factory.model.object_set.frames`), so one
+    contact law serves every direction; False (the default): inputs in board axes, the
+    network of every model before 2026-12-07."""
 
     action_dim: int = 2
     agent_dim: int = 2
@@ -58,6 +63,8 @@ class SetDynamicsConfig:
     moved_px: float = 0.01
     input_noise_px: float = 0.2
     coast: bool = False
+    edge_frames: bool = False
+    vectors: int = 4
     walls: tuple[float, float] = (5.0, 507.0)
     wall_range: float = 40.0
 

@@ -12,6 +12,9 @@ current and previous state and the previous and current action (absolute agent t
   relative positions and velocities only, so the model is translation-invariant away from
   the walls and cannot see the goal. ``message_steps`` rounds of shared edge and node
   MLPs, then a decoder gives each disc's displacement and a "moving" logit.
+- **Edge frames** (``edge_frames``, off by default): the same graph, but every edge reads
+  its inputs in its own pair's frame and the discs carry vector channels
+  (:mod:`factory.model.object_set.frames`), so the network is rotation-equivariant.
 - **Coasting** (``coast``, off by default): a disc's step is a learned multiple of its
   last step plus the decoder's output, so the network models what contact adds, not the
   sliding itself.
@@ -27,9 +30,11 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from factory.model.object_set.config import SetDynamicsConfig
+from factory.model.object_set.frames import FrameNet
 from factory.model.object_set.graph import (
     active_discs,
     agent_edges,
+    computed_nodes,
     disc_edges,
     mlp,
     wall_features,
@@ -83,18 +88,21 @@ class SetDynamics(nn.Module):
         if cfg.agent_dim != 2 or cfg.action_dim != 2:
             raise ValueError("the object-set dynamics models a 2D point agent and 2D discs")
         self.cfg = cfg
-        h, n = cfg.hidden, cfg.mlp_layers
         self.agent = AgentMap(cfg.radius)
-        self.node_in = mlp(6, h, h, n)
-        self.agent_in = mlp(4, h, h, n)
-        self.edge_in = mlp(5, h, h, n)
-        self.agent_edge_in = mlp(8, h, h, n)
-        self.rounds = nn.ModuleList(_Round(h, n) for _ in range(cfg.message_steps))
-        self.out = mlp(h, h, 3, n)
-        last = self.out[-1]
-        assert isinstance(last, nn.Linear)
-        nn.init.zeros_(last.weight)
-        nn.init.zeros_(last.bias)
+        # one network or the other, so a world-frame model's weights load as before
+        self.frames = FrameNet(cfg) if cfg.edge_frames else None
+        if self.frames is None:
+            h, n = cfg.hidden, cfg.mlp_layers
+            self.node_in = mlp(6, h, h, n)
+            self.agent_in = mlp(4, h, h, n)
+            self.edge_in = mlp(5, h, h, n)
+            self.agent_edge_in = mlp(8, h, h, n)
+            self.rounds = nn.ModuleList(_Round(h, n) for _ in range(cfg.message_steps))
+            self.out = mlp(h, h, 3, n)
+            last = self.out[-1]
+            assert isinstance(last, nn.Linear)
+            nn.init.zeros_(last.weight)
+            nn.init.zeros_(last.bias)
         # the coasting factor exists only where configured, so older weights load as before
         self.coast = nn.Parameter(torch.zeros(())) if cfg.coast else None
 
@@ -135,38 +143,54 @@ class SetDynamics(nn.Module):
         b_n, n = discs.shape[:2]
         vel = (discs - before) / c.vel_scale
         agent, agent_vel = cur[:, :2], (cur[:, :2] - prev[:, :2]) / c.vel_scale
-        g = self.agent_in(torch.cat([agent_vel, (agent_next - agent) / c.vel_scale], -1))
         b, i, j = disc_edges(discs, act, c.radius)
-        rel = discs[b, i] - discs[b, j]
-        e = self.edge_in(
-            torch.cat([rel / c.radius, rel.norm(dim=-1, keepdim=True) / c.radius,
-                       vel[b, i] - vel[b, j]], -1)
-        )  # fmt: skip
         ab, ai = agent_edges(discs, agent, agent_next, act, c.agent_radius)
+        nodes, local = computed_nodes(act, b * n + j)
+        index = (local[b * n + i], local[b * n + j], local[ab * n + ai])
+        rel, dvel = discs[b, i] - discs[b, j], vel[b, i] - vel[b, j]
         now, nxt = discs[ab, ai] - agent[ab], discs[ab, ai] - agent_next[ab]
+        avel = vel[ab, ai] - agent_vel[ab]
+        node_vel = vel.reshape(b_n * n, 2)[nodes]
+        walls = wall_features(discs, c.walls, c.wall_range).reshape(b_n * n, -1)[nodes]
+        if self.frames is not None:
+            amove = ((agent_next - agent) / c.vel_scale)[ab]
+            out = self.frames(node_vel, walls, rel, dvel, (now, nxt, avel, amove), index)
+        else:
+            g = self.agent_in(torch.cat([agent_vel, (agent_next - agent) / c.vel_scale], -1))
+            out = self._world_outputs(node_vel, walls, rel, dvel, (now, nxt, avel), g[ab], index)
+        full = out.new_zeros(b_n * n, 3).index_copy(0, nodes, out)
+        return full.reshape(b_n, n, 3)
+
+    def _world_outputs(
+        self,
+        vel: Tensor,
+        walls: Tensor,
+        rel: Tensor,
+        dvel: Tensor,
+        agent_geom: tuple[Tensor, Tensor, Tensor],
+        g: Tensor,
+        index: tuple[Tensor, Tensor, Tensor],
+    ) -> Tensor:
+        """(M, 3) for the computed discs, every input in board axes (shapes as
+        :meth:`FrameNet.forward`; ``g`` (A, hidden) the agent's node per agent edge)."""
+        recv, send, arecv = index
+        now, nxt, avel = agent_geom
+        r = self.cfg.radius
+        e = self.edge_in(torch.cat([rel / r, rel.norm(dim=-1, keepdim=True) / r, dvel], -1))
         ea = self.agent_edge_in(
-            torch.cat([now / c.radius, now.norm(dim=-1, keepdim=True) / c.radius,
-                       nxt / c.radius, nxt.norm(dim=-1, keepdim=True) / c.radius,
-                       vel[ab, ai] - agent_vel[ab]], -1)
+            torch.cat([now / r, now.norm(dim=-1, keepdim=True) / r,
+                       nxt / r, nxt.norm(dim=-1, keepdim=True) / r, avel], -1)
         )  # fmt: skip
-        need = act.flatten().clone()
-        need[b * n + j] = True
-        nodes = need.nonzero().squeeze(1)  # (M,) flat indices of the computed nodes
-        local = torch.full_like(need, -1, dtype=torch.long)
-        local[nodes] = torch.arange(len(nodes), device=nodes.device)
-        recv, send, arecv = local[b * n + i], local[b * n + j], local[ab * n + ai]
-        feats = torch.cat([vel, wall_features(discs, c.walls, c.wall_range)], -1)
-        hf = self.node_in(feats.reshape(b_n * n, -1)[nodes])  # (M, hidden)
+        hf = self.node_in(torch.cat([vel, walls], -1))  # (M, hidden)
         for rnd in self.rounds:
             assert isinstance(rnd, _Round)
             e = e + rnd.edge(torch.cat([e, hf[recv], hf[send]], -1))
-            ea = ea + rnd.agent_edge(torch.cat([ea, hf[arecv], g[ab]], -1))
+            ea = ea + rnd.agent_edge(torch.cat([ea, hf[arecv], g], -1))
             agg = torch.zeros_like(hf).index_add(0, recv, e)
             agg_a = torch.zeros_like(hf).index_add(0, arecv, ea)
             hf = hf + rnd.node(torch.cat([hf, agg, agg_a], -1))
-        out = self.out(hf)
-        full = out.new_zeros(b_n * n, 3).index_copy(0, nodes, out)
-        return full.reshape(b_n, n, 3)
+        out: Tensor = self.out(hf)
+        return out
 
     def forward(
         self, prev: Tensor, cur: Tensor, prev_action: Tensor, action: Tensor

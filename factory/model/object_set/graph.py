@@ -92,3 +92,15 @@ def agent_edges(
     nxt = (discs - agent_next[:, None]).norm(dim=-1) < radius
     b, i = ((now | nxt) & active).nonzero(as_tuple=True)
     return b, i
+
+
+def computed_nodes(active: Tensor, senders: Tensor) -> tuple[Tensor, Tensor]:
+    """The discs a step computes: the active ones (B, N) and every sender of an edge into
+    one (flat indices ``b * N + j``, (E,)). Returns their flat indices (M,) and a map
+    (B * N,) from flat index to position among them (-1 where not computed)."""
+    need = active.flatten().clone()
+    need[senders] = True
+    nodes = need.nonzero().squeeze(1)
+    local = torch.full_like(need, -1, dtype=torch.long)
+    local[nodes] = torch.arange(len(nodes), device=nodes.device)
+    return nodes, local
