@@ -265,6 +265,8 @@ def test_set_configures_a_fresh_object_set_model(pile_store: Path, tmp_path: Pat
     assert_one_line_error(bad, "renderer.layers")
     bad = runner.invoke(app, ["train", "renderer", *base, "--set", "renderer.fg_weight=-1"])
     assert_one_line_error(bad, "renderer.fg_weight")
+    bad = runner.invoke(app, ["train", "dynamics", *base, "--set", "dynamics.vectors=1"])
+    assert_one_line_error(bad, "dynamics.vectors")
     assert not out.exists()
     _ok(["train", "renderer", *base, "--set", "renderer.layers=2",
          "--set", "renderer.supersample=2"])  # fmt: skip

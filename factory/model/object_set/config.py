@@ -43,7 +43,8 @@ class SetDynamicsConfig:
     (``--set dynamics.coast=true``).
 
     ``edge_frames``: every edge reads its inputs in its own pair's frame and sends back
-    ``vectors`` vector channels in it (:mod:`factory.model.object_set.frames`), so one
+    ``vectors`` (at least 2) vector channels in it
+    (:mod:`factory.model.object_set.frames`), so one
     contact law serves every direction; False (the default): inputs in board axes, the
     network of every model before 2026-12-07."""
 
@@ -65,6 +66,14 @@ class SetDynamicsConfig:
     coast: bool = False
     edge_frames: bool = False
     vectors: int = 4
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.vectors, int) and self.vectors >= 2):
+            raise ValueError(
+                "dynamics.vectors must be an integer >= 2 (a disc's velocity and wall "
+                f"vector channels), got {self.vectors!r}"
+            )
+
     walls: tuple[float, float] = (5.0, 507.0)
     wall_range: float = 40.0
 

@@ -88,9 +88,7 @@ class FrameNet(nn.Module):
 
     def __init__(self, cfg: SetDynamicsConfig) -> None:
         super().__init__()
-        h, c, n = cfg.hidden, cfg.vectors, cfg.mlp_layers
-        if c < 2:
-            raise ValueError(f"dynamics.vectors must be at least 2, got {c}")
+        h, c, n = cfg.hidden, cfg.vectors, cfg.mlp_layers  # c >= 2: the config checks it
         self.cfg = cfg
         self.node_in = mlp(3, h, h, n)
         self.edge_in = mlp(1 + 2, h, h, n)
