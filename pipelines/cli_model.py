@@ -100,6 +100,14 @@ def train(
             "follows by the square root of the ratio, at most 2x."
         ),
     ] = None,
+    compile_: Annotated[
+        bool | None,
+        typer.Option(
+            "--compile/--no-compile",
+            help="One stage, on the CPU: torch.compile the parts that pay it back (the "
+            "object-set dynamics). Default: when the budget is at least 20 wall minutes.",
+        ),
+    ] = None,
 ) -> None:
     """Train one stage, or `all` of them (then pack OUT/model), into a model directory."""
     from factory.errors import FactoryError
@@ -111,9 +119,9 @@ def train(
 
         if cpu_minutes is not None:
             raise FactoryError("--cpu-minutes goes with one stage; give `train all` --minutes")
-        if seed is not None or threads is not None or batch_size is not None:
+        if any(v is not None for v in (seed, threads, batch_size, compile_)):
             raise FactoryError(
-                "--seed, --threads and --batch-size go with one stage, not `train all`"
+                "--seed, --threads, --batch-size and --compile go with one stage, not `train all`"
             )
         all_req = TrainAllRequest(
             data=data,
@@ -151,6 +159,7 @@ def train(
         seed=seed,
         threads=threads,
         batch_size=batch_size,
+        compile=compile_,
     )
     _train_stage(req, json_out)
 

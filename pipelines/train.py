@@ -74,6 +74,9 @@ class TrainRequest:
     batch_size: int | None = None
     """The batch size; None: the stage's own. The learning rate follows it by the square
     root of the ratio, at most 2x (as ``train all``'s batch search on CUDA does)."""
+    compile: bool | None = None
+    """On the CPU, compile the parts that pay it back; None: by the budget
+    (:func:`factory.train.accel.cpu_compile_wanted`)."""
 
     def resolved_kind(self) -> str:
         if self.kind is not None:
@@ -170,10 +173,10 @@ def check_loop_options(req: TrainRequest) -> None:
 
 
 def _seeded(req: TrainRequest, kind: str, tc: TrainConfig | None) -> TrainConfig | None:
-    """The stage's TrainConfig with ``--batch-size``, ``--seed`` and ``--threads`` applied
-    (the global torch seed set too, so a fresh part's initialisation follows the seed);
-    unchanged without them."""
-    if req.seed is None and req.threads is None and req.batch_size is None:
+    """The stage's TrainConfig with ``--batch-size``, ``--seed``, ``--threads`` and
+    ``--compile`` applied (the global torch seed set too, so a fresh part's initialisation
+    follows the seed); unchanged without them."""
+    if all(v is None for v in (req.seed, req.threads, req.batch_size, req.compile)):
         return tc
     tc = tc or stage_train(kind, req.stage)
     if req.batch_size is not None and req.batch_size != tc.batch_size:
@@ -185,6 +188,8 @@ def _seeded(req: TrainRequest, kind: str, tc: TrainConfig | None) -> TrainConfig
         tc = dataclasses.replace(tc, seed=req.seed)
     if req.threads is not None:
         tc = dataclasses.replace(tc, threads=req.threads)
+    if req.compile is not None:
+        tc = dataclasses.replace(tc, compile=req.compile)
     return tc
 
 

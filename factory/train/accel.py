@@ -1,5 +1,6 @@
 """Using an accelerator fully while training: bf16 autocast, channels_last, data on the
-device, ``torch.compile`` where it pays back.
+device, ``torch.compile`` where it pays back (on the CPU too, for the parts that declare
+it pays there: :func:`compile_cpu_parts`).
 
 The stages' step functions stay device-agnostic. :func:`accelerated` sets the ambient
 settings for one stage (autocast is thread-local state in torch; the rest lives in a
@@ -13,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import logging
+import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -86,6 +88,42 @@ def prepare_module(module: nn.Module) -> nn.Module:
             child.compile()
         log.info("compiled the children of %s", type(module).__name__)
     return module
+
+
+CPU_COMPILE_MIN_MINUTES = 20.0
+"""A CPU stage compiles its parts only with at least this many wall minutes of budget: the
+warm-up costs one to two minutes on two cores (less where inductor's cache has them)."""
+
+
+def cpu_compile_wanted(flag: bool | None, stage_minutes: float | None) -> bool:
+    """Whether a CPU stage compiles: ``flag`` when given (``--compile`` /
+    ``--no-compile``), else when its budget is at least :data:`CPU_COMPILE_MIN_MINUTES`
+    of wall time (a budget of steps alone says nothing of time: no)."""
+    if flag is not None:
+        return flag
+    return stage_minutes is not None and stage_minutes >= CPU_COMPILE_MIN_MINUTES
+
+
+def compile_cpu_parts(module: nn.Module) -> list[str]:
+    """``torch.compile`` (dynamic shapes, in place, so the state dict keeps its keys) every
+    submodule of ``module`` whose class sets ``cpu_compile = True``: those measured to
+    pay back their warm-up on a CPU. Inductor compiles in this process
+    (``compile_threads`` 1), so a budget of CPU minutes counts the warm-up too. Returns
+    the compiled submodules' names; none without a C++ compiler (a warning says so)."""
+    parts = [(n, m) for n, m in module.named_modules() if getattr(m, "cpu_compile", False)]
+    if not parts:
+        return []
+    if shutil.which("c++") is None and shutil.which("g++") is None:
+        log.warning("no C++ compiler on PATH: training uncompiled")
+        return []
+    import torch._inductor.config as inductor_config
+
+    inductor_config.compile_threads = 1
+    for _, part in parts:
+        part.compile(dynamic=True)
+    names = [n or type(module).__name__ for n, _ in parts]
+    log.info("compiled for the CPU: %s", ", ".join(names))
+    return names
 
 
 def fits_on_device(nbytes: int, device: str | torch.device, fraction: float) -> bool:

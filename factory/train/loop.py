@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
+import os
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -33,7 +34,13 @@ from factory.model.checkpoint import (
     save_training_state,
 )
 from factory.model.layers import frames_to_float
-from factory.train.accel import gather_frames, prepare_module
+from factory.train.accel import (
+    compile_cpu_parts,
+    cpu_compile_wanted,
+    gather_frames,
+    is_cuda,
+    prepare_module,
+)
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +50,8 @@ ProgressFn = Callable[[int, int | None, dict[str, float]], None]
 @dataclass(frozen=True)
 class Budget:
     """How long a stage trains, in total over resumes: wall ``minutes``, ``steps`` or
-    ``cpu_minutes`` (this process's CPU time, all threads; whichever ends first).
+    ``cpu_minutes`` (this process's CPU time, all threads, and its finished children's:
+    :func:`cpu_time`; whichever ends first).
 
     CPU minutes make equal-compute comparisons on a shared machine: another job's load
     slows the wall clock but not the CPU time a run gets (ablations use them)."""
@@ -70,6 +78,14 @@ class Budget:
     def done(self, step: int, elapsed_s: float, cpu_s: float = 0.0) -> bool:
         return self.progress(step, elapsed_s, cpu_s) >= 1.0
 
+    def wall_minutes(self, threads: int) -> float | None:
+        """The most wall minutes the budget allows (``cpu_minutes`` spread over
+        ``threads``), or None for a budget of steps alone."""
+        given = [] if self.minutes is None else [self.minutes]
+        if self.cpu_minutes is not None:
+            given.append(self.cpu_minutes / max(threads, 1))
+        return min(given) if given else None
+
 
 @dataclass(frozen=True)
 class TrainConfig:
@@ -84,9 +100,20 @@ class TrainConfig:
     grad_clip: float = 1.0
     checkpoint_every_s: float = 300.0
     threads: int = 2
+    compile: bool | None = None
+    """On the CPU, ``torch.compile`` the parts that declare it pays there
+    (:func:`~factory.train.accel.compile_cpu_parts`); None: when the budget is long enough
+    (:func:`~factory.train.accel.cpu_compile_wanted`)."""
     seed: int = 0
     log_every: int = 10
     val_fraction: float = 0.05
+
+
+def cpu_time() -> float:
+    """CPU seconds of this process (all threads) and of its finished children (the C++
+    compiler that ``torch.compile`` runs), so a budget of CPU minutes counts both."""
+    t = os.times()
+    return time.process_time() + t.children_user + t.children_system
 
 
 def apply_threads(cfg: TrainConfig) -> None:
@@ -187,7 +214,7 @@ def run_training(
         _restore(d, part, opt, state)
     smooth: dict[str, float] = {}
     start_step, t0, last_ckpt = state.step, time.monotonic(), time.monotonic()
-    base_elapsed, base_cpu, cpu0 = state.elapsed_s, state.cpu_s, time.process_time()
+    base_elapsed, base_cpu, cpu0 = state.elapsed_s, state.cpu_s, cpu_time()
     total = budget.steps if budget.minutes is None and budget.cpu_minutes is None else None
     while not budget.done(state.step, state.elapsed_s, state.cpu_s):
         state.progress = budget.progress(state.step, state.elapsed_s, state.cpu_s)
@@ -197,7 +224,7 @@ def run_training(
         _optimise(opt, metrics["loss"], cfg.grad_clip)
         state.step += 1
         state.elapsed_s = base_elapsed + time.monotonic() - t0
-        state.cpu_s = base_cpu + time.process_time() - cpu0
+        state.cpu_s = base_cpu + cpu_time() - cpu0
         _smooth(smooth, metrics)
         if on_progress is not None and state.step % max(cfg.log_every, 1) == 0:
             on_progress(state.step, total, dict(smooth, lr=opt.param_groups[0]["lr"]))
@@ -265,6 +292,9 @@ def train_part(
     the provenance. ``before_save`` runs first (e.g. refreshing latent statistics)."""
     saved = {"config": config}
     prepare_module(module)
+    wall = run.budget.wall_minutes(run.cfg.threads)
+    if not is_cuda(run.device) and cpu_compile_wanted(run.cfg.compile, wall):
+        compile_cpu_parts(module)
     prefix = "" if save_as is None else f"{part}_"
 
     def save_fn(state: LoopState) -> None:

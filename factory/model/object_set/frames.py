@@ -29,7 +29,7 @@ import torch
 from torch import Tensor, nn
 
 from factory.model.object_set.config import SetDynamicsConfig
-from factory.model.object_set.graph import mlp
+from factory.model.object_set.graph import gathered_mlp, mlp
 
 
 def turn(v: Tensor) -> Tensor:
@@ -86,6 +86,11 @@ class FrameNet(nn.Module):
     """``forward(...)`` -> (M, 3): each computed disc's displacement (in ``delta_scale``)
     and moving logit."""
 
+    cpu_compile = True
+    """``torch.compile`` pays on a CPU: a training step of 128 windows unrolled 8 steps
+    took 0.29 s compiled against 0.42 s eager on two cores, after a warm-up of about 1.5
+    minutes (:func:`factory.train.accel.compile_cpu_parts`)."""
+
     def __init__(self, cfg: SetDynamicsConfig) -> None:
         super().__init__()
         h, c, n = cfg.hidden, cfg.vectors, cfg.mlp_layers  # c >= 2: the config checks it
@@ -137,10 +142,12 @@ class FrameNet(nn.Module):
         h = e.shape[1]
         for rnd in self.rounds:
             assert isinstance(rnd, _FrameRound)
-            out = rnd.edge(torch.cat([e, s[recv], s[send], in_frame(v[recv], u),
-                                      in_frame(v[send], u)], -1))  # fmt: skip
+            pair = [in_frame(v.index_select(0, k), u) for k in (recv, send)]
+            out = gathered_mlp(rnd.edge, [(e, None), (s, recv), (s, send),
+                                          (torch.cat(pair, -1), None)])  # fmt: skip
             e = e + out[:, :h]
-            aout = rnd.agent_edge(torch.cat([ea, s[arecv], in_frame(v[arecv], ua)], -1))
+            ain = [ea, s.index_select(0, arecv), in_frame(v.index_select(0, arecv), ua)]
+            aout = rnd.agent_edge(torch.cat(ain, -1))
             ea = ea + aout[:, :h]
             agg = torch.zeros_like(s).index_add(0, recv, e)
             agg_a = torch.zeros_like(s).index_add(0, arecv, ea)
