@@ -23,6 +23,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from factory.errors import FactoryError
 from factory.model.checkpoint import (
     CONFIG_FILE,
     build_part,
@@ -43,6 +44,10 @@ from factory.train.accel import (
 )
 
 log = logging.getLogger(__name__)
+
+MAX_NON_FINITE = 50
+"""Steps in a row with a non-finite loss or gradient after which training stops (one line,
+exit 2): the run has diverged, and skipping more steps would only spend the budget."""
 
 ProgressFn = Callable[[int, int | None, dict[str, float]], None]
 
@@ -213,6 +218,7 @@ def run_training(
     if resume:
         _restore(d, part, opt, state)
     smooth: dict[str, float] = {}
+    skipped = diverged = 0
     start_step, t0, last_ckpt = state.step, time.monotonic(), time.monotonic()
     base_elapsed, base_cpu, cpu0 = state.elapsed_s, state.cpu_s, cpu_time()
     total = budget.steps if budget.minutes is None and budget.cpu_minutes is None else None
@@ -221,11 +227,19 @@ def run_training(
         for group in opt.param_groups:
             group["lr"] = lr_at(cfg, state.step, state.progress)
         metrics = step_fn(state)
-        _optimise(opt, metrics["loss"], cfg.grad_clip)
+        if _optimise(opt, metrics["loss"], cfg.grad_clip):
+            _smooth(smooth, metrics)
+            diverged = 0
+        else:
+            skipped, diverged = skipped + 1, diverged + 1
+            if diverged >= MAX_NON_FINITE:
+                raise FactoryError(
+                    f"{part}: {diverged} steps in a row gave a non-finite loss or gradient "
+                    f"(step {state.step}); training diverged, lower the learning rate"
+                )
         state.step += 1
         state.elapsed_s = base_elapsed + time.monotonic() - t0
         state.cpu_s = base_cpu + cpu_time() - cpu0
-        _smooth(smooth, metrics)
         if on_progress is not None and state.step % max(cfg.log_every, 1) == 0:
             on_progress(state.step, total, dict(smooth, lr=opt.param_groups[0]["lr"]))
         if time.monotonic() - last_ckpt >= cfg.checkpoint_every_s:
@@ -234,7 +248,10 @@ def run_training(
     _checkpoint(d, part, opt, state, save_fn)
     session = max(time.monotonic() - t0, 1e-9)
     out = dict(smooth)
+    if skipped:
+        log.warning("%s: skipped %d steps with a non-finite loss or gradient", part, skipped)
     out.update(
+        skipped_steps=float(skipped),
         step=float(state.step),
         elapsed_s=state.elapsed_s,
         cpu_s=state.cpu_s,
@@ -244,16 +261,22 @@ def run_training(
     return out
 
 
-def _optimise(opt: torch.optim.Optimizer, loss: Tensor, grad_clip: float) -> None:
+def _optimise(opt: torch.optim.Optimizer, loss: Tensor, grad_clip: float) -> bool:
     """One optimiser step on ``loss`` (a scalar), its gradients clipped to ``grad_clip``
-    in norm when that is positive."""
+    in norm when that is positive. A non-finite loss or gradient norm skips the step, so
+    one diverged batch (a fresh dynamics unrolled too far, say) cannot turn every weight
+    into NaN; returns whether the step was taken."""
     opt.zero_grad(set_to_none=True)
+    if not torch.isfinite(loss):
+        return False
     loss.backward()
-    if grad_clip > 0:
-        torch.nn.utils.clip_grad_norm_(
-            [p for g in opt.param_groups for p in g["params"]], grad_clip
-        )
+    params = [p for g in opt.param_groups for p in g["params"]]
+    norm = torch.nn.utils.clip_grad_norm_(params, grad_clip if grad_clip > 0 else math.inf)
+    if not torch.isfinite(norm):
+        opt.zero_grad(set_to_none=True)
+        return False
     opt.step()
+    return True
 
 
 def _smooth(smooth: dict[str, float], metrics: dict[str, Tensor]) -> None:
