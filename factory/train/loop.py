@@ -218,7 +218,7 @@ def run_training(
     if resume:
         _restore(d, part, opt, state)
     smooth: dict[str, float] = {}
-    skipped = diverged = 0
+    skips = _Skips()
     start_step, t0, last_ckpt = state.step, time.monotonic(), time.monotonic()
     base_elapsed, base_cpu, cpu0 = state.elapsed_s, state.cpu_s, cpu_time()
     total = budget.steps if budget.minutes is None and budget.cpu_minutes is None else None
@@ -227,16 +227,8 @@ def run_training(
         for group in opt.param_groups:
             group["lr"] = lr_at(cfg, state.step, state.progress)
         metrics = step_fn(state)
-        if _optimise(opt, metrics["loss"], cfg.grad_clip):
+        if skips.record(_optimise(opt, metrics["loss"], cfg.grad_clip), part, state.step):
             _smooth(smooth, metrics)
-            diverged = 0
-        else:
-            skipped, diverged = skipped + 1, diverged + 1
-            if diverged >= MAX_NON_FINITE:
-                raise FactoryError(
-                    f"{part}: {diverged} steps in a row gave a non-finite loss or gradient "
-                    f"(step {state.step}); training diverged, lower the learning rate"
-                )
         state.step += 1
         state.elapsed_s = base_elapsed + time.monotonic() - t0
         state.cpu_s = base_cpu + cpu_time() - cpu0
@@ -248,10 +240,10 @@ def run_training(
     _checkpoint(d, part, opt, state, save_fn)
     session = max(time.monotonic() - t0, 1e-9)
     out = dict(smooth)
-    if skipped:
-        log.warning("%s: skipped %d steps with a non-finite loss or gradient", part, skipped)
+    if skips.total:
+        log.warning("%s: skipped %d steps with a non-finite loss or gradient", part, skips.total)
     out.update(
-        skipped_steps=float(skipped),
+        skipped_steps=float(skips.total),
         step=float(state.step),
         elapsed_s=state.elapsed_s,
         cpu_s=state.cpu_s,
@@ -259,6 +251,26 @@ def run_training(
         samples_per_s=(state.step - start_step) * cfg.batch_size / session,
     )
     return out
+
+
+@dataclass
+class _Skips:
+    """Steps skipped for a non-finite loss or gradient: in all, and in a row."""
+
+    total: int = 0
+    in_row: int = 0
+
+    def record(self, taken: bool, part: str, step: int) -> bool:
+        """Count one step (``taken`` or skipped); returns ``taken``. FactoryError after
+        :data:`MAX_NON_FINITE` skips in a row."""
+        self.in_row = 0 if taken else self.in_row + 1
+        self.total += not taken
+        if self.in_row >= MAX_NON_FINITE:
+            raise FactoryError(
+                f"{part}: {self.in_row} steps in a row gave a non-finite loss or gradient "
+                f"(step {step}); training diverged, lower the learning rate"
+            )
+        return taken
 
 
 def _optimise(opt: torch.optim.Optimizer, loss: Tensor, grad_clip: float) -> bool:

@@ -87,9 +87,10 @@ class FrameNet(nn.Module):
     and moving logit."""
 
     cpu_compile = True
-    """``torch.compile`` pays on a CPU: a training step of 128 windows unrolled 8 steps
-    took 0.29 s compiled against 0.42 s eager on two cores, after a warm-up of about 1.5
-    minutes (:func:`factory.train.accel.compile_cpu_parts`)."""
+    """``torch.compile`` pays on a CPU (:func:`factory.train.accel.compile_cpu_parts`):
+    1.19x to 1.29x the eager steps/s over the dynamics stage's schedule after a cold
+    warm-up of about 2.3 minutes on two cores (``bench/set_train_speed.py``), 15% more steps
+    in 90 CPU-minutes (docs/BENCHMARKS.md)."""
 
     def __init__(self, cfg: SetDynamicsConfig) -> None:
         super().__init__()
