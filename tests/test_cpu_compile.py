@@ -63,9 +63,16 @@ def test_only_parts_that_declare_it_compile(monkeypatch: pytest.MonkeyPatch) -> 
     assert compile_cpu_parts(board_axes) == [] and len(calls) == 1
 
 
-@pytest.mark.parametrize(("flag", "compiled"), [(None, False), (True, True), (False, False)])
+@pytest.mark.parametrize(
+    ("flag", "minutes", "compiled"),
+    [(None, None, False), (None, 30.0, True), (True, None, True), (False, 30.0, False)],
+)
 def test_train_part_compiles_by_flag_or_budget(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, flag: bool | None, compiled: bool
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    flag: bool | None,
+    minutes: float | None,
+    compiled: bool,
 ) -> None:
     seen: list[str] = []
     monkeypatch.setattr(nn.Module, "compile", lambda self, **kw: seen.append(type(self).__name__))
@@ -76,7 +83,8 @@ def test_train_part_compiles_by_flag_or_budget(
     def step_fn(_state: object) -> dict[str, torch.Tensor]:
         return {"loss": (param**2).sum()}
 
-    run = StageRun(tmp_path / "m", TrainConfig(compile=flag), Budget(steps=1))
+    budget = Budget(minutes=minutes, steps=1)  # one step, whichever ends first
+    run = StageRun(tmp_path / "m", TrainConfig(compile=flag), budget)
     cfg = tiny_object_set_config()
     train_part(run, part="dynamics", module=dyn, config=cfg, step_fn=step_fn)
     assert seen == (["FrameNet"] if compiled else [])
