@@ -55,7 +55,7 @@ def test_store_config_and_refusals(pile_store: Path, tmp_path: Path) -> None:
     assert cfg.renderer.learn_heights and cfg.renderer.binary_weight == 0.0
     assert cfg.renderer.order_by_rise and cfg.renderer.lift_start == 0.0
     assert not cfg.dynamics.coast  # the coasting term is an ablation's, off by default
-    assert cfg.dynamics.edge_frames  # version 8's dynamics
+    assert cfg.dynamics.edge_frames and cfg.dynamics.message_steps == 3  # version 9's
     pusht = tmp_path / "pusht.zarr"
     _ok(["collect", "--out", str(pusht), "--episodes", "1", "--steps", "5",
          "--resolution", str(SIZE)])  # fmt: skip
