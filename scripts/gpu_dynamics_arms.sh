@@ -7,8 +7,11 @@
 #   scripts/gpu_dynamics_arms.sh OUT MINUTES [ARM ...]       # on the GPU machine
 #
 # ARM is NAME:BATCH[:SECTION.FIELD=VALUE[,SECTION.FIELD=VALUE...]], for example
-# `h128:1024:dynamics.hidden=128`; without ARMs, the four of docs/MODEL_CARD_pile.md
-# ("Version 4"). The script
+# `h128:1024:dynamics.hidden=128`; without ARMs, a width sweep of a fresh pile model's
+# dynamics (version 9's network: edge frames, three rounds of messages) at 64, 128 and
+# 256, and a two-round control at 128. Version 4's arms (docs/MODEL_CARD_pile.md,
+# "Version 4") were the same names on that time's fresh network; the card gives the
+# ARMs that rebuild them. The script
 # 1. installs the wheelhouse (WHEELHOUSE, default .wheelhouse) with pip --no-index
 #    --target and uses it through PYTHONPATH;
 # 2. collects the pile card's training store (200 pile_play episodes of 200 steps, seeds
@@ -36,7 +39,7 @@ if [ ${#ARMS[@]} -eq 0 ]; then
         h64_b1024:1024
         h128_b1024:1024:dynamics.hidden=128
         h256_b1024:1024:dynamics.hidden=256
-        h128_m3_b1024:1024:dynamics.hidden=128,dynamics.message_steps=3
+        h128_m2_b1024:1024:dynamics.hidden=128,dynamics.message_steps=2
     )
 fi
 for arm in "${ARMS[@]}"; do
