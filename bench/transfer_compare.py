@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -30,15 +31,15 @@ def episodes(paths: list[str]) -> dict[int, dict[str, Any]]:
     for path in paths:
         try:
             per_episode = json.loads(Path(path).read_text())["per_episode"]
+            # an episode reset from a recorded config (no seed) has nothing to pair by
+            seeded = {int(r["seed"]): r for r in per_episode if r["seed"] is not None}
         except (OSError, ValueError, KeyError, TypeError) as err:
             raise ValueError(
                 f"{path}: not a transfer JSON of factory eval transfer ({err!r})"
             ) from err
-        for row in per_episode:
-            seed = int(row["seed"])
-            if seed in rows:
-                raise ValueError(f"seed {seed} appears twice among {paths}")
-            rows[seed] = row
+        if len(seeded) < sum(r["seed"] is not None for r in per_episode) or seeded.keys() & rows:
+            raise ValueError(f"a seed appears twice among {paths}")
+        rows.update(seeded)
     return rows
 
 
@@ -76,17 +77,9 @@ def compare(a: dict[int, dict[str, Any]], b: dict[int, dict[str, Any]]) -> dict[
         "b_minus_a": diff,
         "b_minus_a_ci95": [diff - half, diff + half],
         "mcnemar_p": binomial_two_sided(only_a, only_a + only_b),
-        "median_steps_a": _median([a[s]["steps"] for s in seeds]),
-        "median_steps_b": _median([b[s]["steps"] for s in seeds]),
+        "median_steps_a": statistics.median(a[s]["steps"] for s in seeds) if n else None,
+        "median_steps_b": statistics.median(b[s]["steps"] for s in seeds) if n else None,
     }
-
-
-def _median(values: list[float]) -> float | None:
-    if not values:
-        return None
-    v = sorted(values)
-    mid = len(v) // 2
-    return float(v[mid]) if len(v) % 2 else 0.5 * (v[mid - 1] + v[mid])
 
 
 def main() -> None:

@@ -55,6 +55,10 @@ def test_pools_files_and_refuses_a_repeated_seed(tmp_path: Path) -> None:
     assert sorted(tc.episodes([a1, a2])) == [1, 2]
     with pytest.raises(ValueError, match="appears twice"):
         tc.episodes([a1, a1])
+    # an unseeded episode (reset from a recorded config) is left out, not paired
+    per = [{"seed": None, "model_success": True, "real_success": True, "steps": 1}]
+    (tmp_path / "c.json").write_text(json.dumps({"per_episode": per}))
+    assert sorted(tc.episodes([a1, str(tmp_path / "c.json")])) == [1]
 
 
 def test_bad_path_is_one_line_exit_2(tmp_path: Path) -> None:
@@ -66,3 +70,11 @@ def test_bad_path_is_one_line_exit_2(tmp_path: Path) -> None:
     )
     assert done.returncode == 2 and done.stdout == ""
     assert len(done.stderr.strip().splitlines()) == 1 and "not a transfer JSON" in done.stderr
+    (tmp_path / "rows.json").write_text(json.dumps({"per_episode": [{"steps": 1}]}))
+    done = subprocess.run(
+        [sys.executable, str(BENCH / "transfer_compare.py"), "--a", str(tmp_path / "rows.json"),
+         "--b", b],
+        capture_output=True,
+        text=True,
+    )  # fmt: skip
+    assert done.returncode == 2 and "not a transfer JSON" in done.stderr
